@@ -1,0 +1,27 @@
+# Targets people run. `make test` is the README's test command and what CI runs.
+.PHONY: test unit lint kafka-start kafka-stop demo bench fuzz
+
+test:            ## everything: lint, unit tests on kfake, integration tests on a real broker
+	scripts/test.sh
+
+unit:            ## unit and kfake integration tests only, no real broker
+	SKIP_REAL_KAFKA=1 scripts/test.sh
+
+lint:            ## gofmt, go vet, staticcheck
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	go vet ./...
+	go tool staticcheck ./...
+
+kafka-start:     ## start the real test broker (prints its address)
+	scripts/kafka.sh start
+
+kafka-stop:
+	scripts/kafka.sh stop
+
+FUZZTIME ?= 30s
+fuzz:            ## run every fuzz target for FUZZTIME each
+	@for pkg in $$(go list ./...); do \
+	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
