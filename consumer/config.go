@@ -1,0 +1,296 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// EnvRetryDisabled is the kill switch read by [New]: "1" or "true" starts
+// the consumer with retrying turned off, "0", "false" or unset leaves it on.
+// Any other value is a configuration error. [Consumer.SetRetryEnabled] flips it
+// at runtime.
+const EnvRetryDisabled = "ANTIDOTE_RETRY_DISABLED"
+
+// Handler processes one decoded record. It is called from one goroutine per
+// partition, in offset order; handlers of different partitions run
+// concurrently. ctx is canceled when the partition is revoked, the consumer
+// stops, or an operator skips the record; a handler that returns after ctx is
+// done leaves the record unsettled (it is redelivered, never dead-lettered).
+//
+// Return nil when done. An error is a process-stage failure settled by the
+// [Policy]: mark it with failure.Permanent to dead-letter at once, or
+// failure.Transient to retry. A panic is a permanent failure.
+type Handler[K, V any] func(ctx context.Context, r *Record[K, V]) error
+
+// Record is a decoded record handed to a [Handler].
+type Record[K, V any] struct {
+	Key   K
+	Value V
+	// Raw is the record as fetched. Its byte slices must not be modified.
+	Raw *kgo.Record
+	// Attempt is 1 on the first try and grows with each retry.
+	Attempt int
+	// FirstFailure is the time of the first failure, zero on the first try.
+	FirstFailure time.Time
+}
+
+// Config configures a [Consumer]. The zero value of every optional field is a
+// valid default.
+type Config[K, V any] struct {
+	// Brokers are the seed brokers. Required, unless ClientOpts has
+	// kgo.SeedBrokers.
+	Brokers []string
+	// Topics to consume. Required.
+	Topics []string
+	// Group is the consumer group. Required.
+	Group string
+	// Key decodes record keys. Optional: nil leaves Record.Key at its zero
+	// value and never fails.
+	Key serde.Deserializer[K]
+	// Value decodes record values. Required. Wrap it with serde.Fallback to
+	// hand the handler a substitute value instead of failing.
+	Value serde.Deserializer[V]
+	// Handler processes records. Required.
+	Handler Handler[K, V]
+	// Policy settles failures. Optional: see [Policy] for the defaults.
+	Policy Policy
+	// DeadLetter configures the dead-letter topic. Optional.
+	DeadLetter DeadLetterConfig
+	// Classifier classifies errors. Optional: failure.Default().
+	Classifier failure.Classifier
+	// ClientOpts are extra franz-go options: TLS, SASL, client id, fetch
+	// sizes. Optional. The consumer owns the group, topic, commit and
+	// partitioner options and overrides them.
+	ClientOpts []kgo.Opt
+	// CommitInterval is how often settled offsets are committed. Optional:
+	// 5s. Offsets are also committed on revoke and on shutdown.
+	CommitInterval time.Duration
+	// MaxBufferedRecords bounds the records buffered per partition before
+	// its fetching is paused. Optional: 2000.
+	MaxBufferedRecords int
+	// Logger receives structured logs; record-level lines carry topic,
+	// partition, offset and timestamp. Optional: slog.Default().
+	Logger *slog.Logger
+}
+
+// DeadLetterConfig configures the dead-letter topic.
+type DeadLetterConfig struct {
+	// Topic names the dead-letter topic. Optional: "{topic}.dlq".
+	Topic deadletter.Template
+	// CreateTopic creates a missing dead-letter topic with the source
+	// topic's partition count and the broker's default replication.
+	// Optional: off, and a missing topic is a write failure that is retried.
+	CreateTopic bool
+	// Retry paces retries of a failed dead-letter write. Writes are retried
+	// until they succeed; the partition waits meanwhile and its offset never
+	// passes the record. Optional: exponential from 200ms, capped at 10s.
+	Retry backoff.Policy
+	// WriteTimeout bounds one write attempt. Optional: 10s.
+	WriteTimeout time.Duration
+}
+
+// Action is what happens to a failed record that is not, or no longer,
+// retried.
+type Action uint8
+
+// Actions. The zero value means the default, DeadLetter.
+const (
+	ActionDefault Action = iota
+	// DeadLetter writes the record to the dead-letter topic, waits for the
+	// acknowledgement, then moves the offset on.
+	DeadLetter
+	// Skip logs and counts the record, then moves the offset on.
+	Skip
+	// Halt stops the consumer; Run returns a *HaltError naming the record.
+	// The offset does not move past it.
+	Halt
+)
+
+func (a Action) String() string {
+	switch a {
+	case ActionDefault, DeadLetter:
+		return "dead-letter"
+	case Skip:
+		return "skip"
+	case Halt:
+		return "halt"
+	}
+	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Outcome settles one kind of failure: retry in place under Retry (the
+// partition is paused and the backoff sleeps), then, when Retry gives up or
+// is nil-and-defaults-to-none, Then.
+type Outcome struct {
+	// Retry paces retries in place. Optional: the slot's default (see
+	// [Policy]); backoff.None() turns retrying off for the slot.
+	Retry backoff.Policy
+	// Then is what happens when retrying is over. Optional: DeadLetter.
+	Then Action
+}
+
+// StagePolicy holds the outcomes of one stage, by failure class.
+type StagePolicy struct {
+	Transient    Outcome
+	Permanent    Outcome
+	Unclassified Outcome
+}
+
+// Policy settles failures by stage and class. Each zero field takes its
+// default:
+//
+//	stage         class         retry                                          then
+//	deserialize   permanent     none                                           dead letter
+//	deserialize   transient     exponential 200ms x2, cap 30s, full jitter,   dead letter
+//	                            forever (a schema-registry outage waits)
+//	deserialize   unclassified  none (unreadable bytes are permanent)         dead letter
+//	process       permanent     none                                           dead letter
+//	process       transient     exponential 100ms x2, cap 5s, 4 tries         dead letter
+//	process       unclassified  exponential 100ms x2, cap 5s, 4 tries         dead letter
+//
+// Key and value deserialization share the Deserialize policy.
+type Policy struct {
+	Deserialize StagePolicy
+	Process     StagePolicy
+}
+
+// Defaults of the policy slots.
+var (
+	defaultDecodeTransient  = backoff.Exponential{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 30 * time.Second, Jitter: backoff.JitterFull}
+	defaultProcessRetry     = backoff.MaxAttempts(backoff.Exponential{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 5 * time.Second, Jitter: backoff.JitterFull}, 4)
+	defaultDeadLetterRetry  = backoff.Exponential{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, Jitter: backoff.JitterEqual}
+	defaultCommitInterval   = 5 * time.Second
+	defaultMaxBuffered      = 2000
+	defaultDeadLetterTimout = 10 * time.Second
+)
+
+func (o Outcome) withDefaults(retry backoff.Policy) Outcome {
+	if o.Retry == nil {
+		o.Retry = retry
+	}
+	if o.Then == ActionDefault {
+		o.Then = DeadLetter
+	}
+	return o
+}
+
+// resolved is a Policy with every slot filled, indexed [stage][class].
+type resolved [2][3]Outcome
+
+func (p Policy) resolve() resolved {
+	var r resolved
+	d, pr := p.Deserialize, p.Process
+	r[0][failure.ClassTransient] = d.Transient.withDefaults(defaultDecodeTransient)
+	r[0][failure.ClassPermanent] = d.Permanent.withDefaults(backoff.None())
+	r[0][failure.ClassUnclassified] = d.Unclassified.withDefaults(backoff.None())
+	r[1][failure.ClassTransient] = pr.Transient.withDefaults(defaultProcessRetry)
+	r[1][failure.ClassPermanent] = pr.Permanent.withDefaults(backoff.None())
+	r[1][failure.ClassUnclassified] = pr.Unclassified.withDefaults(defaultProcessRetry)
+	return r
+}
+
+func (r *resolved) outcome(stage deadletter.Stage, c failure.Class) Outcome {
+	i := 0
+	if stage == deadletter.StageProcess {
+		i = 1
+	}
+	if int(c) > 2 {
+		c = failure.ClassUnclassified
+	}
+	return r[i][c]
+}
+
+func (p Policy) validate() error {
+	slots := []struct {
+		name string
+		o    Outcome
+	}{
+		{"Deserialize.Transient", p.Deserialize.Transient}, {"Deserialize.Permanent", p.Deserialize.Permanent},
+		{"Deserialize.Unclassified", p.Deserialize.Unclassified}, {"Process.Transient", p.Process.Transient},
+		{"Process.Permanent", p.Process.Permanent}, {"Process.Unclassified", p.Process.Unclassified},
+	}
+	for _, s := range slots {
+		if s.o.Then > Halt {
+			return configErr("Policy."+s.name+".Then", fmt.Sprintf("unknown action %d", s.o.Then))
+		}
+		if v, ok := s.o.Retry.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return configErr("Policy."+s.name+".Retry", err.Error())
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Config[K, V]) validate() error {
+	if len(c.Brokers) == 0 && len(c.ClientOpts) == 0 {
+		return configErr("Brokers", "required: no seed brokers")
+	}
+	for _, b := range c.Brokers {
+		if strings.TrimSpace(b) == "" {
+			return configErr("Brokers", "empty broker address")
+		}
+	}
+	if len(c.Topics) == 0 {
+		return configErr("Topics", "required: no topics")
+	}
+	for _, t := range c.Topics {
+		if t == "" {
+			return configErr("Topics", "empty topic name")
+		}
+	}
+	if c.Group == "" {
+		return configErr("Group", "required")
+	}
+	if c.Value == nil {
+		return configErr("Value", "required: a value deserializer (serde.Bytes() reads raw bytes)")
+	}
+	if c.Handler == nil {
+		return configErr("Handler", "required")
+	}
+	if c.CommitInterval < 0 {
+		return configErr("CommitInterval", "negative")
+	}
+	if c.MaxBufferedRecords < 0 {
+		return configErr("MaxBufferedRecords", "negative")
+	}
+	if c.DeadLetter.WriteTimeout < 0 {
+		return configErr("DeadLetter.WriteTimeout", "negative")
+	}
+	if err := c.DeadLetter.Topic.Validate(); err != nil {
+		return configErr("DeadLetter.Topic", err.Error())
+	}
+	if v, ok := c.DeadLetter.Retry.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return configErr("DeadLetter.Retry", err.Error())
+		}
+	}
+	return c.Policy.validate()
+}
+
+// retryDisabledFromEnv reads the kill switch.
+func retryDisabledFromEnv() (bool, error) {
+	v, ok := os.LookupEnv(EnvRetryDisabled)
+	if !ok {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "false", "no", "off":
+		return false, nil
+	case "1", "true", "yes", "on":
+		return true, nil
+	}
+	return false, configErr(EnvRetryDisabled, fmt.Sprintf("%q is not a boolean (use 1/true to turn retrying off, 0/false to keep it on)", v))
+}

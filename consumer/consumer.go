@@ -1,0 +1,316 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/failure"
+)
+
+// Consumer is a consumer-group member that runs fetch → decode → process →
+// settle → commit and never blocks on a poison pill. Create it with [New] and
+// start it with [Run]. Its methods are safe for concurrent use.
+type Consumer[K, V any] struct {
+	cfg        Config[K, V]
+	policy     resolved
+	classifier failure.Classifier
+	log        *slog.Logger
+	cl         *kgo.Client
+	dlq        *dlqWriter
+	stats      stats
+
+	retryOff atomic.Bool
+	// retryChanged is closed and replaced whenever the kill switch flips,
+	// so that sleeping retries wake up and re-decide.
+	retryMu      sync.Mutex
+	retryChanged chan struct{}
+
+	mu    sync.Mutex
+	parts map[tp]*partition[K, V]
+
+	runOnce  atomic.Bool
+	runCtx   context.Context
+	stop     context.CancelCauseFunc
+	workers  sync.WaitGroup
+	haltOnce sync.Once
+	haltErr  error
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// New validates cfg and creates a consumer. Invalid configuration fails here
+// with an error that wraps [ErrConfig] and names the key. The kill switch
+// [EnvRetryDisabled] is read here.
+func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	off, err := retryDisabledFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = defaultCommitInterval
+	}
+	if cfg.MaxBufferedRecords == 0 {
+		cfg.MaxBufferedRecords = defaultMaxBuffered
+	}
+	if cfg.DeadLetter.Retry == nil {
+		cfg.DeadLetter.Retry = defaultDeadLetterRetry
+	}
+	if cfg.DeadLetter.WriteTimeout == 0 {
+		cfg.DeadLetter.WriteTimeout = defaultDeadLetterTimout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Classifier == nil {
+		cfg.Classifier = failure.Default()
+	}
+	c := &Consumer[K, V]{
+		cfg:          cfg,
+		policy:       cfg.Policy.resolve(),
+		classifier:   cfg.Classifier,
+		log:          cfg.Logger.With("group", cfg.Group),
+		parts:        make(map[tp]*partition[K, V]),
+		retryChanged: make(chan struct{}),
+	}
+	c.retryOff.Store(off)
+
+	opts := make([]kgo.Opt, 0, len(cfg.ClientOpts)+12)
+	if len(cfg.Brokers) > 0 {
+		opts = append(opts, kgo.SeedBrokers(cfg.Brokers...))
+	}
+	opts = append(opts, cfg.ClientOpts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(cfg.CommitInterval),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
+		kgo.RecordPartitioner(newDLQPartitioner()),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, configErr("ClientOpts", err.Error())
+	}
+	c.cl = cl
+	c.dlq = newDLQWriter(cl, &c.cfg, c.log, &c.stats)
+	if off {
+		c.log.Warn("retrying is turned off by the kill switch", "env", EnvRetryDisabled)
+	}
+	return c, nil
+}
+
+// Client returns the underlying franz-go client, for metrics hooks and
+// admin calls. Do not poll from it or commit with it.
+func (c *Consumer[K, V]) Client() *kgo.Client { return c.cl }
+
+// Run consumes until ctx is done or a failure's policy halts the consumer,
+// then shuts down: in-flight work is abandoned without being committed,
+// settled offsets are committed, and the member leaves the group. It returns
+// nil after ctx ends, a *HaltError after a halt, or a client error. Run may be
+// called once; the consumer cannot be reused after it returns.
+func (c *Consumer[K, V]) Run(ctx context.Context) error {
+	if !c.runOnce.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	c.mu.Lock()
+	c.runCtx, c.stop = runCtx, stop
+	c.mu.Unlock()
+	defer stop(nil)
+
+	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load())
+	for {
+		fs := c.cl.PollRecords(runCtx, 0)
+		if runCtx.Err() != nil || fs.IsClientClosed() {
+			c.cl.AllowRebalance()
+			break
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			c.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		})
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			if len(ftp.Records) == 0 {
+				return
+			}
+			c.partition(ftp.Topic, ftp.Partition).push(ftp.Records)
+		})
+		c.cl.AllowRebalance()
+	}
+	return c.shutdown()
+}
+
+func (c *Consumer[K, V]) shutdown() error {
+	// Stop every worker: in-flight records are abandoned, not settled.
+	c.mu.Lock()
+	parts := c.parts
+	c.parts = make(map[tp]*partition[K, V])
+	c.mu.Unlock()
+	for _, p := range parts {
+		p.cancel()
+	}
+	c.workers.Wait()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := c.cl.CommitMarkedOffsets(ctx); err != nil {
+		c.log.Error("final commit failed; settled records after the last commit will be redelivered", "err", err)
+	}
+	c.cl.Close()
+	c.log.Info("consumer stopped")
+	if c.haltErr != nil {
+		return c.haltErr
+	}
+	return nil
+}
+
+// halt stops Run with err.
+func (c *Consumer[K, V]) halt(err *HaltError) {
+	c.haltOnce.Do(func() {
+		c.haltErr = err
+		c.stop(err)
+	})
+}
+
+// partition returns the worker of t/p, starting it on first use. It runs on
+// the poll goroutine, serialised with the rebalance callbacks by
+// BlockRebalanceOnPoll.
+func (c *Consumer[K, V]) partition(topic string, part int32) *partition[K, V] {
+	key := tp{topic, part}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.parts[key]
+	if p == nil {
+		p = newPartition(c, topic, part)
+		c.parts[key] = p
+		c.workers.Add(1)
+		go func() {
+			defer c.workers.Done()
+			p.run()
+		}()
+	}
+	return p
+}
+
+// stopPartitions stops the workers of the given partitions and waits for
+// them: their in-flight records stay unsettled.
+func (c *Consumer[K, V]) stopPartitions(m map[string][]int32) {
+	var stopped []*partition[K, V]
+	c.mu.Lock()
+	for t, ps := range m {
+		for _, p := range ps {
+			if w := c.parts[tp{t, p}]; w != nil {
+				delete(c.parts, tp{t, p})
+				w.cancel()
+				stopped = append(stopped, w)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range stopped {
+		<-w.done
+	}
+	// Paused partitions stay paused across rebalances unless resumed.
+	c.cl.ResumeFetchPartitions(m)
+}
+
+func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	c.stopPartitions(revoked)
+	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+		c.log.Warn("commit on revoke failed; unsettled and uncommitted records will be redelivered", "err", err)
+	}
+	if len(revoked) > 0 {
+		c.log.Info("partitions revoked", "partitions", revoked)
+	}
+}
+
+func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	c.stopPartitions(lost)
+	if len(lost) > 0 {
+		c.log.Warn("partitions lost", "partitions", lost)
+	}
+}
+
+// SetRetryEnabled flips the kill switch at runtime. With retrying off,
+// transient failures go straight to their exhausted outcome (usually the
+// dead-letter topic); records already sleeping in a retry wake up and are
+// settled that way.
+func (c *Consumer[K, V]) SetRetryEnabled(on bool) {
+	if c.retryOff.Swap(!on) == !on {
+		return
+	}
+	c.retryMu.Lock()
+	close(c.retryChanged)
+	c.retryChanged = make(chan struct{})
+	c.retryMu.Unlock()
+	c.log.Warn("kill switch flipped", "retry_enabled", on)
+}
+
+// RetryEnabled reports the kill switch.
+func (c *Consumer[K, V]) RetryEnabled() bool { return !c.retryOff.Load() }
+
+func (c *Consumer[K, V]) retrySignal() <-chan struct{} {
+	c.retryMu.Lock()
+	defer c.retryMu.Unlock()
+	return c.retryChanged
+}
+
+// Skip settles the record that partition topic/part is stuck on (retrying
+// after a failure, or waiting for a dead-letter write) as skipped: it is
+// logged and counted, the partition moves past it and its offset is committed
+// as settled. It returns the skipped offset.
+func (c *Consumer[K, V]) Skip(topic string, part int32) (int64, error) {
+	c.mu.Lock()
+	p := c.parts[tp{topic, part}]
+	c.mu.Unlock()
+	if p == nil {
+		return -1, fmt.Errorf("%w: %s/%d", ErrNotAssigned, topic, part)
+	}
+	return p.skipStuck()
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Consumer[K, V]) Stats() Stats {
+	s := c.stats.snapshot()
+	s.RetryEnabled = !c.retryOff.Load()
+	c.mu.Lock()
+	for _, p := range c.parts {
+		if off, attempts, ok := p.stuckOn(); ok {
+			s.Stuck = append(s.Stuck, Stuck{Topic: p.topic, Partition: p.part, Offset: off, Attempts: attempts})
+		}
+	}
+	c.mu.Unlock()
+	return s
+}
+
+// sleep waits d, or until ctx ends or the kill switch flips.
+func (c *Consumer[K, V]) sleep(ctx context.Context, d time.Duration) error {
+	sig := c.retrySignal()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	case <-sig:
+		return nil
+	}
+}

@@ -1,0 +1,169 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/deadletter"
+)
+
+// dlqWriter writes dead letters and waits for their acknowledgement.
+type dlqWriter struct {
+	cl      *kgo.Client
+	adm     *kadm.Client
+	tmpl    deadletter.Template
+	group   string
+	create  bool
+	retry   backoff.Policy
+	timeout time.Duration
+	log     *slog.Logger
+	stats   *stats
+
+	mu    sync.Mutex
+	ready map[string]bool // dead-letter topics known to exist
+}
+
+func newDLQWriter[K, V any](cl *kgo.Client, cfg *Config[K, V], log *slog.Logger, st *stats) *dlqWriter {
+	return &dlqWriter{
+		cl: cl, adm: kadm.NewClient(cl), tmpl: cfg.DeadLetter.Topic, group: cfg.Group,
+		create: cfg.DeadLetter.CreateTopic, retry: cfg.DeadLetter.Retry, timeout: cfg.DeadLetter.WriteTimeout,
+		log: log, stats: st, ready: make(map[string]bool),
+	}
+}
+
+// partitionKey carries the preferred partition of a dead letter to the
+// partitioner.
+type partitionKey struct{}
+
+// write produces rec's dead letter and returns once the broker acknowledged
+// it. Failures are logged, counted and retried under the write policy until
+// ctx ends; only then does write return an error.
+func (w *dlqWriter) write(ctx context.Context, rec *kgo.Record, f *deadletter.Failure) error {
+	topic := w.tmpl.Name(rec.Topic, w.group)
+	f.ClientID = w.clientID()
+	hs := make([]deadletter.Header, 0, len(rec.Headers)+16)
+	for _, h := range rec.Headers {
+		hs = append(hs, deadletter.Header{Key: h.Key, Value: h.Value})
+	}
+	hs = f.AppendHeaders(hs)
+	out := &kgo.Record{
+		Topic:   topic,
+		Key:     rec.Key,
+		Value:   rec.Value,
+		Headers: make([]kgo.RecordHeader, len(hs)),
+		Context: context.WithValue(ctx, partitionKey{}, rec.Partition),
+	}
+	for i, h := range hs {
+		out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	for attempt := 1; ; attempt++ {
+		err := w.ensureTopic(ctx, topic, rec.Topic)
+		if err == nil {
+			actx, cancel := context.WithTimeout(ctx, w.timeout)
+			out.Context = context.WithValue(actx, partitionKey{}, rec.Partition)
+			err = w.cl.ProduceSync(actx, out).FirstErr()
+			cancel()
+			if err == nil {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.stats.dlqWriteErrors.Add(1)
+		wait, _ := backoff.Next(w.retry, attempt, 0, err)
+		w.log.Error("dead-letter write failed; the partition waits and retries",
+			append(recordAttrs(rec), "dlq_topic", topic, "attempt", attempt, "wait", wait, "err", err)...)
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+func (w *dlqWriter) clientID() string {
+	id, _ := w.cl.OptValue(kgo.ClientID).(string)
+	return id
+}
+
+// ensureTopic creates a missing dead-letter topic when configured to, with
+// the source topic's partition count.
+func (w *dlqWriter) ensureTopic(ctx context.Context, topic, source string) error {
+	if !w.create {
+		return nil
+	}
+	w.mu.Lock()
+	ok := w.ready[topic]
+	w.mu.Unlock()
+	if ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	details, err := w.adm.ListTopics(ctx, topic, source)
+	if err != nil {
+		return fmt.Errorf("dead-letter topic %s: metadata: %w", topic, err)
+	}
+	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		src, ok := details[source]
+		if !ok || src.Err != nil || len(src.Partitions) == 0 {
+			return fmt.Errorf("dead-letter topic %s: source topic %s metadata unavailable", topic, source)
+		}
+		resp, err := w.adm.CreateTopic(ctx, int32(len(src.Partitions)), -1, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("dead-letter topic %s: create: %w", topic, err)
+		}
+		w.log.Info("created dead-letter topic", "dlq_topic", topic, "partitions", len(src.Partitions))
+	} else if d.Err != nil {
+		return fmt.Errorf("dead-letter topic %s: %w", topic, d.Err)
+	}
+	w.mu.Lock()
+	w.ready[topic] = true
+	w.mu.Unlock()
+	return nil
+}
+
+// dlqPartitioner sends a dead letter to its source partition when the
+// dead-letter topic has that many partitions, and otherwise partitions by key
+// (murmur2, as the Java client does; records without a key go to the source
+// partition modulo the partition count).
+type dlqPartitioner struct{ byKey kgo.Partitioner }
+
+func newDLQPartitioner() kgo.Partitioner {
+	return dlqPartitioner{byKey: kgo.StickyKeyPartitioner(nil)}
+}
+
+func (d dlqPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	return dlqTopicPartitioner{byKey: d.byKey.ForTopic(t)}
+}
+
+type dlqTopicPartitioner struct{ byKey kgo.TopicPartitioner }
+
+func (p dlqTopicPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+
+func (p dlqTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	want := int32(-1)
+	if r.Context != nil {
+		if v, ok := r.Context.Value(partitionKey{}).(int32); ok {
+			want = v
+		}
+	}
+	if want >= 0 && int(want) < n {
+		return int(want)
+	}
+	if r.Key == nil && want >= 0 {
+		return int(want) % n
+	}
+	return p.byKey.Partition(r, n)
+}

@@ -1,0 +1,50 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrConfig is wrapped by every configuration error returned by [New]. The
+// message names the offending key and the reason.
+var ErrConfig = errors.New("consumer: invalid config")
+
+func configErr(key, reason string) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, key, reason)
+}
+
+// ErrNotAssigned is returned by [Consumer.Skip] for a partition this member
+// does not own.
+var ErrNotAssigned = errors.New("consumer: partition not assigned")
+
+// ErrNotStuck is returned by [Consumer.Skip] when the partition is not
+// retrying a record.
+var ErrNotStuck = errors.New("consumer: partition is not stuck on a record")
+
+// ErrClosed is returned by [Consumer.Run] when it is called twice.
+var ErrClosed = errors.New("consumer: already run")
+
+// HaltError is returned by [Consumer.Run] when a failure's policy is Halt. It
+// names the record; the offset was not committed past it.
+type HaltError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Stage     string
+	Err       error
+}
+
+func (e *HaltError) Error() string {
+	return fmt.Sprintf("consumer: halted on %s/%d@%d (%s): %v", e.Topic, e.Partition, e.Offset, e.Stage, e.Err)
+}
+
+// Unwrap returns the failure that halted the consumer.
+func (e *HaltError) Unwrap() error { return e.Err }
+
+// IsHalt reports whether err is, or wraps, a *HaltError.
+func IsHalt(err error) bool {
+	var h *HaltError
+	return errors.As(err, &h)
+}

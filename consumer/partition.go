@@ -1,0 +1,304 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// partition is the worker of one assigned partition. Records are handled one
+// at a time, in offset order. The poll goroutine pushes fetched records; the
+// worker pauses fetching of its partition while it is retrying or while its
+// buffer is full, and resumes it afterwards.
+type partition[K, V any] struct {
+	c     *Consumer[K, V]
+	topic string
+	part  int32
+	ctx   context.Context
+	stop  context.CancelFunc
+	done  chan struct{}
+	wake  chan struct{}
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	queue    []*kgo.Record
+	paused   bool // fetching paused by us
+	retrying bool // stuck on a failed record
+	// current record being retried: its offset, attempts, and the cancel
+	// of its context for an operator skip.
+	curOffset   int64
+	curAttempts int
+	curCancel   context.CancelCauseFunc
+}
+
+// errSkipped is the cause of a record context canceled by an operator skip.
+var errSkipped = errors.New("consumer: skipped by operator")
+
+func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partition[K, V] {
+	ctx, stop := context.WithCancel(c.runCtx)
+	return &partition[K, V]{
+		c: c, topic: topic, part: part, ctx: ctx, stop: stop,
+		done: make(chan struct{}), wake: make(chan struct{}, 1),
+		log: c.log, curOffset: -1,
+	}
+}
+
+func (p *partition[K, V]) cancel() { p.stop() }
+
+// push appends fetched records; called from the poll goroutine.
+func (p *partition[K, V]) push(recs []*kgo.Record) {
+	p.mu.Lock()
+	p.queue = append(p.queue, recs...)
+	p.updatePauseLocked()
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// updatePauseLocked pauses or resumes fetching of the partition so that it
+// is paused exactly while it retries or its buffer is full.
+func (p *partition[K, V]) updatePauseLocked() {
+	want := p.retrying || len(p.queue) >= p.c.cfg.MaxBufferedRecords
+	if want == p.paused || p.ctx.Err() != nil {
+		return
+	}
+	p.paused = want
+	m := map[string][]int32{p.topic: {p.part}}
+	if want {
+		p.c.cl.PauseFetchPartitions(m)
+	} else {
+		p.c.cl.ResumeFetchPartitions(m)
+	}
+}
+
+func (p *partition[K, V]) take() []*kgo.Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queue
+	p.queue = nil
+	p.updatePauseLocked()
+	return q
+}
+
+func (p *partition[K, V]) run() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		}
+		for {
+			batch := p.take()
+			if len(batch) == 0 {
+				break
+			}
+			for _, rec := range batch {
+				if !p.handle(rec) {
+					return
+				}
+				p.c.cl.MarkCommitRecords(rec)
+			}
+		}
+	}
+}
+
+func (p *partition[K, V]) setRetrying(on bool, off int64, attempts int, cancel context.CancelCauseFunc) {
+	p.mu.Lock()
+	p.retrying = on
+	p.curOffset, p.curAttempts, p.curCancel = off, attempts, cancel
+	if !on {
+		p.curOffset, p.curCancel = -1, nil
+	}
+	p.updatePauseLocked()
+	p.mu.Unlock()
+}
+
+func (p *partition[K, V]) stuckOn() (int64, int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.curOffset, p.curAttempts, p.retrying
+}
+
+func (p *partition[K, V]) skipStuck() (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.retrying || p.curCancel == nil {
+		return -1, fmt.Errorf("%w: %s/%d", ErrNotStuck, p.topic, p.part)
+	}
+	p.curCancel(errSkipped)
+	return p.curOffset, nil
+}
+
+// recordAttrs are the attributes of every record-level log line.
+func recordAttrs(r *kgo.Record) []any {
+	return []any{"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "timestamp", r.Timestamp.UTC().Format(deadletter.TimeLayout)}
+}
+
+// headers reinterprets franz-go headers as serde headers: both are
+// struct{Key string; Value []byte} (checked by a test), so no copy is made.
+func headers(h []kgo.RecordHeader) []serde.Header {
+	if len(h) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*serde.Header)(unsafe.Pointer(unsafe.SliceData(h))), len(h))
+}
+
+// try decodes and processes rec once. It returns the stage reached and the
+// failure, if any. A panic anywhere becomes a permanent failure of its stage.
+func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int, first time.Time) (stage deadletter.Stage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = failure.Permanent(&serde.PanicError{Stage: string(stage), Value: v})
+		}
+	}()
+	c := p.c
+	r := &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first}
+	m := serde.Meta{Topic: rec.Topic, Headers: headers(rec.Headers)}
+	if c.cfg.Key != nil {
+		stage = deadletter.StageDeserializeKey
+		m.Part = serde.Key
+		if r.Key, err = c.cfg.Key.Deserialize(ctx, m, rec.Key); err != nil {
+			return stage, err
+		}
+	}
+	stage = deadletter.StageDeserializeValue
+	m.Part = serde.Value
+	if r.Value, err = c.cfg.Value.Deserialize(ctx, m, rec.Value); err != nil {
+		return stage, err
+	}
+	stage = deadletter.StageProcess
+	return stage, c.cfg.Handler(ctx, r)
+}
+
+// handle settles rec: processed, dead-lettered or skipped. It returns false
+// when the worker must stop (partition revoked, consumer stopping, halt)
+// with rec unsettled.
+func (p *partition[K, V]) handle(rec *kgo.Record) bool {
+	c := p.c
+	c.stats.consumed.Add(1)
+	stage, err := p.try(p.ctx, rec, 1, time.Time{})
+	if err == nil {
+		c.stats.processed.Add(1)
+		return true
+	}
+	return p.settleFailure(rec, stage, err)
+}
+
+// settleFailure is the slow path: retry in place, then the policy's action.
+func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage, err error) bool {
+	c := p.c
+	first := time.Now()
+	attempt := 1
+	rctx, rcancel := context.WithCancelCause(p.ctx)
+	defer rcancel(nil)
+	defer p.setRetrying(false, -1, 0, nil)
+	skipped := func() bool { return errors.Is(context.Cause(rctx), errSkipped) }
+
+	for {
+		if p.ctx.Err() != nil {
+			return false // revoked or stopping: the failure may be our own cancellation
+		}
+		if skipped() {
+			return p.skip(rec, stage, err, attempt, "operator")
+		}
+		class := c.classify(stage, err)
+		out := c.policy.outcome(stage, class)
+		if c.retryOff.Load() {
+			// The kill switch: no waiting, straight to the exhausted outcome.
+			if _, canRetry := out.Retry.Next(attempt, time.Since(first)); canRetry {
+				return p.act(rec, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, out.Then)
+			}
+		} else if wait, ok := backoff.Next(out.Retry, attempt, time.Since(first), err); ok {
+			c.stats.failure(stage, class, "retried")
+			p.setRetrying(true, rec.Offset, attempt, rcancel)
+			p.log.Debug("retrying", append(recordAttrs(rec), "stage", stage, "class", class, "attempt", attempt, "wait", wait, "err", err)...)
+			if attempt == 1 || attempt%10 == 0 {
+				p.log.Warn("record failed, retrying", append(recordAttrs(rec), "stage", stage, "class", class, "attempt", attempt, "wait", wait, "err", err)...)
+			}
+			if c.sleep(rctx, wait) != nil || c.retryOff.Load() {
+				continue // stopping, skipped or kill switch: re-decide at the top
+			}
+			attempt++
+			stage, err = p.try(rctx, rec, attempt, first)
+			if err == nil {
+				c.stats.processed.Add(1)
+				p.log.Info("record recovered after retry", append(recordAttrs(rec), "attempts", attempt)...)
+				return true
+			}
+			continue
+		}
+		reason := deadletter.ReasonExhausted
+		if class == failure.ClassPermanent {
+			reason = deadletter.ReasonPermanent
+		}
+		return p.act(rec, stage, class, err, attempt, first, reason, out.Then)
+	}
+}
+
+// classify applies the classifier and the deserialize-stage rule: an
+// unclassified decode error is permanent.
+func (c *Consumer[K, V]) classify(stage deadletter.Stage, err error) failure.Class {
+	class := c.classifier.Classify(err)
+	if class == failure.ClassUnclassified && stage != deadletter.StageProcess {
+		return failure.ClassPermanent
+	}
+	return class
+}
+
+func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) bool {
+	c := p.c
+	switch then {
+	case Skip:
+		return p.skip(rec, stage, err, attempts, string(reason))
+	case Halt:
+		c.stats.failure(stage, class, "halted")
+		p.log.Error("halting on record", append(recordAttrs(rec), "stage", stage, "class", class, "err", err)...)
+		c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})
+		return false
+	}
+	f := &deadletter.Failure{
+		Stage: stage, Reason: reason, Class: class.String(),
+		ErrorType: deadletter.ErrorType(err), Message: err.Error(),
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp,
+		OriginalHeaders: len(rec.Headers), Group: c.cfg.Group, Attempts: attempts,
+		First: first, Last: time.Now(),
+	}
+	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
+		f.ErrorStage = s
+	}
+	// The write is retried until acknowledged; the partition waits paused.
+	rctx, rcancel := context.WithCancelCause(p.ctx)
+	defer rcancel(nil)
+	p.setRetrying(true, rec.Offset, attempts, rcancel)
+	werr := c.dlq.write(rctx, rec, f)
+	if werr != nil {
+		if errors.Is(context.Cause(rctx), errSkipped) {
+			return p.skip(rec, stage, err, attempts, "operator")
+		}
+		return false // stopping: unsettled
+	}
+	c.stats.failure(stage, class, "dead-lettered")
+	p.log.Warn("record dead-lettered", append(recordAttrs(rec), "stage", stage, "class", class, "reason", reason, "attempts", attempts, "err", err)...)
+	return true
+}
+
+func (p *partition[K, V]) skip(rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) bool {
+	c := p.c
+	c.stats.failure(stage, c.classify(stage, err), "skipped")
+	p.log.Warn("record skipped", append(recordAttrs(rec), "stage", stage, "why", why, "attempts", attempts, "err", err)...)
+	return true
+}

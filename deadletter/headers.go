@@ -1,0 +1,271 @@
+package deadletter
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Header names. See the package documentation for their values.
+const (
+	HeaderStage             = "antidote.stage"
+	HeaderReason            = "antidote.reason"
+	HeaderClass             = "antidote.class"
+	HeaderErrorType         = "antidote.error.type"
+	HeaderErrorStage        = "antidote.error.stage"
+	HeaderErrorMessage      = "antidote.error.message"
+	HeaderOriginalTopic     = "antidote.original.topic"
+	HeaderOriginalPartition = "antidote.original.partition"
+	HeaderOriginalOffset    = "antidote.original.offset"
+	HeaderOriginalTimestamp = "antidote.original.timestamp"
+	HeaderOriginalHeaders   = "antidote.original.headers"
+	HeaderGroup             = "antidote.consumer.group"
+	HeaderClientID          = "antidote.client.id"
+	HeaderAttempts          = "antidote.attempts"
+	HeaderFirstFailure      = "antidote.failure.first"
+	HeaderLastFailure       = "antidote.failure.last"
+)
+
+// Size bounds of failure header values, in bytes.
+const (
+	MaxMessageBytes = 1024
+	MaxValueBytes   = 256
+)
+
+// TimeLayout is the layout of every time header: RFC 3339, UTC, milliseconds.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Stage is where a record failed.
+type Stage string
+
+// Stages.
+const (
+	StageDeserializeKey   Stage = "deserialize-key"
+	StageDeserializeValue Stage = "deserialize-value"
+	StageProcess          Stage = "process"
+)
+
+// Reason says why a record was dead-lettered.
+type Reason string
+
+// Reasons.
+const (
+	// ReasonPermanent: the failure will not succeed if retried.
+	ReasonPermanent Reason = "permanent"
+	// ReasonExhausted: the failure was retried until the retry policy gave up.
+	ReasonExhausted Reason = "retries-exhausted"
+	// ReasonRetryDisabled: the failure could have been retried, but retrying
+	// was turned off by the kill switch.
+	ReasonRetryDisabled Reason = "retry-disabled"
+)
+
+// Header is one record header. Its layout matches franz-go's kgo.RecordHeader.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Failure is everything the failure headers say about one dead letter.
+type Failure struct {
+	Stage      Stage
+	Reason     Reason
+	Class      string // failure.Class as text
+	ErrorType  string
+	ErrorStage string // serde stage, may be empty
+	Message    string
+
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+
+	// OriginalHeaders is the number of leading headers that are the
+	// original record's.
+	OriginalHeaders int
+
+	Group    string
+	ClientID string
+	Attempts int
+	First    time.Time
+	Last     time.Time
+}
+
+// AppendHeaders appends f's failure headers to hs and returns the result.
+func (f *Failure) AppendHeaders(hs []Header) []Header {
+	add := func(k, v string) { hs = append(hs, Header{Key: k, Value: []byte(v)}) }
+	add(HeaderStage, string(f.Stage))
+	add(HeaderReason, string(f.Reason))
+	add(HeaderClass, f.Class)
+	add(HeaderErrorType, Truncate(f.ErrorType, MaxValueBytes))
+	if f.ErrorStage != "" {
+		add(HeaderErrorStage, Truncate(f.ErrorStage, MaxValueBytes))
+	}
+	add(HeaderErrorMessage, Truncate(f.Message, MaxMessageBytes))
+	add(HeaderOriginalTopic, f.Topic)
+	add(HeaderOriginalPartition, strconv.FormatInt(int64(f.Partition), 10))
+	add(HeaderOriginalOffset, strconv.FormatInt(f.Offset, 10))
+	add(HeaderOriginalTimestamp, f.Timestamp.UTC().Format(TimeLayout))
+	add(HeaderOriginalHeaders, strconv.Itoa(f.OriginalHeaders))
+	if f.Group != "" {
+		add(HeaderGroup, Truncate(f.Group, MaxValueBytes))
+	}
+	if f.ClientID != "" {
+		add(HeaderClientID, Truncate(f.ClientID, MaxValueBytes))
+	}
+	add(HeaderAttempts, strconv.Itoa(f.Attempts))
+	add(HeaderFirstFailure, f.First.UTC().Format(TimeLayout))
+	add(HeaderLastFailure, f.Last.UTC().Format(TimeLayout))
+	return hs
+}
+
+// ErrMissingHeader is returned by [ParseHeaders] when a record lacks a
+// required failure header; it is not an Antidote dead letter.
+var ErrMissingHeader = errors.New("deadletter: missing header")
+
+// ParseHeaders reads Antidote failure headers from hs. When a name occurs more
+// than once, the last occurrence wins (a record dead-lettered twice keeps both
+// sets; the newest is last). It never panics on malformed input: bad values
+// give an error that names the header.
+func ParseHeaders(hs []Header) (*Failure, error) {
+	last := make(map[string][]byte, 16)
+	for _, h := range hs {
+		if len(h.Key) > 9 && h.Key[:9] == "antidote." {
+			last[h.Key] = h.Value
+		}
+	}
+	get := func(k string) (string, bool) { v, ok := last[k]; return string(v), ok }
+	f := &Failure{}
+	var err error
+	need := func(k string) string {
+		v, ok := get(k)
+		if !ok && err == nil {
+			err = fmt.Errorf("%w %s", ErrMissingHeader, k)
+		}
+		return v
+	}
+	f.Stage = Stage(need(HeaderStage))
+	f.Topic = need(HeaderOriginalTopic)
+	p := need(HeaderOriginalPartition)
+	o := need(HeaderOriginalOffset)
+	if err != nil {
+		return nil, err
+	}
+	f.Reason = Reason(last[HeaderReason])
+	f.Class, _ = get(HeaderClass)
+	f.ErrorType, _ = get(HeaderErrorType)
+	f.ErrorStage, _ = get(HeaderErrorStage)
+	f.Message, _ = get(HeaderErrorMessage)
+	f.Group, _ = get(HeaderGroup)
+	f.ClientID, _ = get(HeaderClientID)
+
+	bad := func(k, v string, e error) error {
+		return fmt.Errorf("deadletter: header %s: bad value %q: %w", k, Truncate(v, 64), e)
+	}
+	pi, e := strconv.ParseInt(p, 10, 32)
+	if e != nil {
+		return nil, bad(HeaderOriginalPartition, p, e)
+	}
+	f.Partition = int32(pi)
+	if f.Offset, e = strconv.ParseInt(o, 10, 64); e != nil {
+		return nil, bad(HeaderOriginalOffset, o, e)
+	}
+	intHeader := func(k string, dst *int) error {
+		if v, ok := get(k); ok {
+			n, e := strconv.Atoi(v)
+			if e != nil || n < 0 {
+				if e == nil {
+					e = errors.New("negative")
+				}
+				return bad(k, v, e)
+			}
+			*dst = n
+		}
+		return nil
+	}
+	if e := intHeader(HeaderAttempts, &f.Attempts); e != nil {
+		return nil, e
+	}
+	if e := intHeader(HeaderOriginalHeaders, &f.OriginalHeaders); e != nil {
+		return nil, e
+	}
+	if f.OriginalHeaders > len(hs) {
+		return nil, bad(HeaderOriginalHeaders, strconv.Itoa(f.OriginalHeaders), errors.New("more than the record has"))
+	}
+	timeHeader := func(k string, dst *time.Time) error {
+		if v, ok := get(k); ok {
+			t, e := time.Parse(time.RFC3339Nano, v)
+			if e != nil {
+				return bad(k, v, e)
+			}
+			*dst = t
+		}
+		return nil
+	}
+	for k, dst := range map[string]*time.Time{
+		HeaderOriginalTimestamp: &f.Timestamp, HeaderFirstFailure: &f.First, HeaderLastFailure: &f.Last,
+	} {
+		if e := timeHeader(k, dst); e != nil {
+			return nil, e
+		}
+	}
+	return f, nil
+}
+
+// Truncate cuts s to at most n bytes without splitting a UTF-8 sequence, and
+// marks a cut with a trailing "…". Invalid UTF-8 is replaced, so the result is
+// always valid UTF-8.
+func Truncate(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = strconvValid(s)
+	}
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	cut := n - len(ell)
+	if cut < 0 {
+		cut = 0
+	}
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ell
+}
+
+func strconvValid(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		b = utf8.AppendRune(b, r)
+		i += size
+	}
+	return string(b)
+}
+
+// ErrorType returns the Go type name of the root cause of err: the last error
+// reached by following Unwrap (the first branch of a joined error), e.g.
+// "*json.SyntaxError". Wrappers such as fmt.Errorf's, failure marks and
+// serde's stage errors are seen through.
+func ErrorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	for {
+		var next error
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			next = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			if es := u.Unwrap(); len(es) > 0 {
+				next = es[0]
+			}
+		}
+		if next == nil {
+			return reflect.TypeOf(err).String()
+		}
+		err = next
+	}
+}
