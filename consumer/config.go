@@ -260,8 +260,8 @@ func (c *Config[K, V]) validate() error {
 	if c.Handler == nil {
 		return configErr("Handler", "required")
 	}
-	if c.CommitInterval < 0 {
-		return configErr("CommitInterval", "negative")
+	if c.CommitInterval < 0 || (c.CommitInterval > 0 && c.CommitInterval < 100*time.Millisecond) {
+		return configErr("CommitInterval", fmt.Sprintf("%v: must be at least 100ms", c.CommitInterval))
 	}
 	if c.MaxBufferedRecords < 0 {
 		return configErr("MaxBufferedRecords", "negative")

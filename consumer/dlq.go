@@ -28,21 +28,28 @@ type dlqWriter struct {
 	log     *slog.Logger
 	stats   *stats
 
-	mu    sync.Mutex
-	ready map[string]bool // dead-letter topics known to exist
+	mu      sync.Mutex
+	ready   map[string]bool  // dead-letter topics known to exist
+	srcSize map[string]int32 // partition counts of source topics
 }
 
 func newDLQWriter[K, V any](cl *kgo.Client, cfg *Config[K, V], log *slog.Logger, st *stats) *dlqWriter {
 	return &dlqWriter{
 		cl: cl, adm: kadm.NewClient(cl), tmpl: cfg.DeadLetter.Topic, group: cfg.Group,
 		create: cfg.DeadLetter.CreateTopic, retry: cfg.DeadLetter.Retry, timeout: cfg.DeadLetter.WriteTimeout,
-		log: log, stats: st, ready: make(map[string]bool),
+		log: log, stats: st, ready: make(map[string]bool), srcSize: make(map[string]int32),
 	}
 }
 
-// partitionKey carries the preferred partition of a dead letter to the
-// partitioner.
+// partitionKey carries a dlqTarget to the partitioner.
 type partitionKey struct{}
+
+// dlqTarget is the source partition of a dead letter and the partition
+// count of its source topic.
+type dlqTarget struct {
+	partition int32
+	sources   int32
+}
 
 // write produces rec's dead letter and returns once the broker acknowledged
 // it. Failures are logged, counted and retried under the write policy until
@@ -60,16 +67,18 @@ func (w *dlqWriter) write(ctx context.Context, rec *kgo.Record, f *deadletter.Fa
 		Key:     rec.Key,
 		Value:   rec.Value,
 		Headers: make([]kgo.RecordHeader, len(hs)),
-		Context: context.WithValue(ctx, partitionKey{}, rec.Partition),
 	}
 	for i, h := range hs {
 		out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
 	for attempt := 1; ; attempt++ {
-		err := w.ensureTopic(ctx, topic, rec.Topic)
+		sources, err := w.sourcePartitions(ctx, rec.Topic)
+		if err == nil {
+			err = w.ensureTopic(ctx, topic, sources)
+		}
 		if err == nil {
 			actx, cancel := context.WithTimeout(ctx, w.timeout)
-			out.Context = context.WithValue(actx, partitionKey{}, rec.Partition)
+			out.Context = context.WithValue(actx, partitionKey{}, dlqTarget{rec.Partition, sources})
 			err = w.cl.ProduceSync(actx, out).FirstErr()
 			cancel()
 			if err == nil {
@@ -94,9 +103,33 @@ func (w *dlqWriter) clientID() string {
 	return id
 }
 
+// sourcePartitions returns the partition count of a source topic (cached).
+func (w *dlqWriter) sourcePartitions(ctx context.Context, source string) (int32, error) {
+	w.mu.Lock()
+	n, ok := w.srcSize[source]
+	w.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	details, err := w.adm.ListTopics(ctx, source)
+	if err == nil {
+		err = details.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("source topic %s: metadata: %w", source, err)
+	}
+	n = int32(len(details[source].Partitions))
+	w.mu.Lock()
+	w.srcSize[source] = n
+	w.mu.Unlock()
+	return n, nil
+}
+
 // ensureTopic creates a missing dead-letter topic when configured to, with
 // the source topic's partition count.
-func (w *dlqWriter) ensureTopic(ctx context.Context, topic, source string) error {
+func (w *dlqWriter) ensureTopic(ctx context.Context, topic string, partitions int32) error {
 	if !w.create {
 		return nil
 	}
@@ -108,23 +141,19 @@ func (w *dlqWriter) ensureTopic(ctx context.Context, topic, source string) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	details, err := w.adm.ListTopics(ctx, topic, source)
+	details, err := w.adm.ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("dead-letter topic %s: metadata: %w", topic, err)
 	}
 	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		src, ok := details[source]
-		if !ok || src.Err != nil || len(src.Partitions) == 0 {
-			return fmt.Errorf("dead-letter topic %s: source topic %s metadata unavailable", topic, source)
-		}
-		resp, err := w.adm.CreateTopic(ctx, int32(len(src.Partitions)), -1, nil, topic)
+		resp, err := w.adm.CreateTopic(ctx, partitions, -1, nil, topic)
 		if err == nil {
 			err = resp.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("dead-letter topic %s: create: %w", topic, err)
 		}
-		w.log.Info("created dead-letter topic", "dlq_topic", topic, "partitions", len(src.Partitions))
+		w.log.Info("created dead-letter topic", "dlq_topic", topic, "partitions", partitions)
 	} else if d.Err != nil {
 		return fmt.Errorf("dead-letter topic %s: %w", topic, d.Err)
 	}
@@ -135,9 +164,9 @@ func (w *dlqWriter) ensureTopic(ctx context.Context, topic, source string) error
 }
 
 // dlqPartitioner sends a dead letter to its source partition when the
-// dead-letter topic has that many partitions, and otherwise partitions by key
-// (murmur2, as the Java client does; records without a key go to the source
-// partition modulo the partition count).
+// dead-letter topic has at least as many partitions as the source topic, and
+// otherwise partitions by key (murmur2, as the Java client does; records
+// without a key go to the source partition modulo the partition count).
 type dlqPartitioner struct{ byKey kgo.Partitioner }
 
 func newDLQPartitioner() kgo.Partitioner {
@@ -153,17 +182,15 @@ type dlqTopicPartitioner struct{ byKey kgo.TopicPartitioner }
 func (p dlqTopicPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
 
 func (p dlqTopicPartitioner) Partition(r *kgo.Record, n int) int {
-	want := int32(-1)
 	if r.Context != nil {
-		if v, ok := r.Context.Value(partitionKey{}).(int32); ok {
-			want = v
+		if t, ok := r.Context.Value(partitionKey{}).(dlqTarget); ok {
+			if n >= int(t.sources) && int(t.partition) < n {
+				return int(t.partition)
+			}
+			if r.Key == nil {
+				return int(t.partition) % n
+			}
 		}
-	}
-	if want >= 0 && int(want) < n {
-		return int(want)
-	}
-	if r.Key == nil && want >= 0 {
-		return int(want) % n
 	}
 	return p.byKey.Partition(r, n)
 }

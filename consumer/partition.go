@@ -107,7 +107,7 @@ func (p *partition[K, V]) run() {
 				break
 			}
 			for _, rec := range batch {
-				if !p.handle(rec) {
+				if p.ctx.Err() != nil || !p.handle(rec) {
 					return
 				}
 				p.c.cl.MarkCommitRecords(rec)

@@ -1,0 +1,316 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	ok := func() consumer.Config[string, string] {
+		return consumer.Config[string, string]{
+			Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g", Value: serde.String(),
+			Handler: func(context.Context, *consumer.Record[string, string]) error { return nil },
+		}
+	}
+	cases := []struct {
+		name string
+		mod  func(*consumer.Config[string, string])
+		key  string
+	}{
+		{"no brokers", func(c *consumer.Config[string, string]) { c.Brokers = nil }, "Brokers"},
+		{"empty broker", func(c *consumer.Config[string, string]) { c.Brokers = []string{" "} }, "Brokers"},
+		{"no topics", func(c *consumer.Config[string, string]) { c.Topics = nil }, "Topics"},
+		{"no group", func(c *consumer.Config[string, string]) { c.Group = "" }, "Group"},
+		{"no value", func(c *consumer.Config[string, string]) { c.Value = nil }, "Value"},
+		{"no handler", func(c *consumer.Config[string, string]) { c.Handler = nil }, "Handler"},
+		{"negative commit", func(c *consumer.Config[string, string]) { c.CommitInterval = -1 }, "CommitInterval"},
+		{"tiny commit", func(c *consumer.Config[string, string]) { c.CommitInterval = time.Millisecond }, "CommitInterval"},
+		{"bad template", func(c *consumer.Config[string, string]) { c.DeadLetter.Topic = "{topik}.dlq" }, "DeadLetter.Topic"},
+		{"illegal topic", func(c *consumer.Config[string, string]) { c.DeadLetter.Topic = "{topic} dlq" }, "DeadLetter.Topic"},
+		{"bad action", func(c *consumer.Config[string, string]) { c.Policy.Process.Permanent.Then = 9 }, "Policy.Process.Permanent.Then"},
+		{"bad backoff", func(c *consumer.Config[string, string]) {
+			c.Policy.Deserialize.Transient.Retry = backoff.Exponential{Initial: -time.Second}
+		}, "Policy.Deserialize.Transient.Retry"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ok()
+			tc.mod(&cfg)
+			_, err := consumer.New(cfg)
+			if !errors.Is(err, consumer.ErrConfig) || !strings.Contains(err.Error(), tc.key+":") {
+				t.Fatalf("New = %v; want ErrConfig naming %s", err, tc.key)
+			}
+		})
+	}
+	t.Run("kill switch env", func(t *testing.T) {
+		t.Setenv(consumer.EnvRetryDisabled, "maybe")
+		_, err := consumer.New(ok())
+		if !errors.Is(err, consumer.ErrConfig) || !strings.Contains(err.Error(), consumer.EnvRetryDisabled) {
+			t.Fatalf("New = %v; want ErrConfig naming %s", err, consumer.EnvRetryDisabled)
+		}
+	})
+	t.Run("valid", func(t *testing.T) {
+		c, err := consumer.New(ok())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Client().Close()
+	})
+}
+
+// oneTopic produces values to a one-partition topic and returns it.
+func oneTopic(t *testing.T, c *kafkatest.Cluster, prefix string, values ...string) string {
+	topic := c.Topic(t, prefix, 1)
+	recs := make([]*kgo.Record, len(values))
+	for i, v := range values {
+		recs[i] = &kgo.Record{Topic: topic, Value: []byte(v)}
+	}
+	produce(t, manualProducer(t, c), recs...)
+	return topic
+}
+
+func stringConsumer(t *testing.T, c *kafkatest.Cluster, topic string, h consumer.Handler[string, string], mod func(*consumer.Config[string, string])) *consumer.Consumer[string, string] {
+	cfg := consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
+		Value: serde.String(serde.ValidUTF8()), Handler: h, Logger: testLogger(t),
+		CommitInterval: 100 * time.Millisecond, DeadLetter: consumer.DeadLetterConfig{CreateTopic: true},
+		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	cons, err := consumer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cons
+}
+
+// TestKillSwitch: flipping retry off sends a record that is being retried
+// straight to the dead-letter topic, with reason retry-disabled.
+func TestKillSwitch(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "kill", "a", "b")
+	var tries atomic.Int32
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "a" {
+			tries.Add(1)
+			return failure.Transient(errors.New("down"))
+		}
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.Policy.Process.Transient.Retry = backoff.Fixed(time.Hour) // only the kill switch ends this
+	})
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "first failure", func() bool { return tries.Load() == 1 })
+	cons.SetRetryEnabled(false)
+	if cons.RetryEnabled() {
+		t.Fatal("RetryEnabled after SetRetryEnabled(false)")
+	}
+	waitFor(t, 30*time.Second, "both settled", func() bool {
+		s := cons.Stats()
+		return s.Processed == 1 && s.DeadLettered == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	f := parse(t, dl[0])
+	if f.Reason != deadletter.ReasonRetryDisabled || f.Stage != deadletter.StageProcess || f.Class != "transient" || f.Attempts != 1 {
+		t.Fatalf("dead letter %+v; want reason retry-disabled, process, transient, 1 attempt", f)
+	}
+}
+
+// TestKillSwitchEnv: with the environment variable set, transient failures
+// are not retried at all.
+func TestKillSwitchEnv(t *testing.T) {
+	t.Setenv(consumer.EnvRetryDisabled, "true")
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "killenv", "a")
+	var tries atomic.Int32
+	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error {
+		tries.Add(1)
+		return failure.Transient(errors.New("down"))
+	}, nil)
+	if cons.RetryEnabled() {
+		t.Fatal("retry enabled despite the environment")
+	}
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if tries.Load() != 1 {
+		t.Fatalf("handler tried %d times; want 1", tries.Load())
+	}
+}
+
+// TestOperatorSkip: Skip settles the record a partition is stuck on; the
+// partition moves on and the offset is committed past it.
+func TestOperatorSkip(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "skip", "stuck", "next")
+	var next atomic.Bool
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "stuck" {
+			return failure.Transient(errors.New("down"))
+		}
+		next.Store(true)
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.Policy.Process.Transient.Retry = backoff.Fixed(50 * time.Millisecond)
+	})
+	if _, err := cons.Skip(topic, 0); !errors.Is(err, consumer.ErrNotAssigned) {
+		t.Fatalf("Skip before assignment = %v; want ErrNotAssigned", err)
+	}
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
+	off, err := cons.Skip(topic, 0)
+	if err != nil || off != 0 {
+		t.Fatalf("Skip = %d, %v; want offset 0", off, err)
+	}
+	waitFor(t, 30*time.Second, "next record", next.Load)
+	if _, err := cons.Skip(topic, 0); !errors.Is(err, consumer.ErrNotStuck) {
+		t.Fatalf("Skip on a flowing partition = %v; want ErrNotStuck", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := cons.Stats()
+	if s.Skipped != 1 || s.Processed != 1 || s.DeadLettered != 0 {
+		t.Fatalf("stats %+v; want 1 skipped, 1 processed", s)
+	}
+	if got := committed(t, c, cons.Client().OptValue(kgo.ConsumerGroup).(string), topic)[0]; got != 2 {
+		t.Fatalf("committed %d; want 2", got)
+	}
+}
+
+// TestHalt: a Halt policy stops Run with an error naming the record and does
+// not commit past it.
+func TestHalt(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "halt", "ok", "\xff\xfe", "after")
+	var after atomic.Bool
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "after" {
+			after.Store(true)
+		}
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.Policy.Deserialize.Permanent.Then = consumer.Halt
+	})
+	err := cons.Run(context.Background())
+	var h *consumer.HaltError
+	if !errors.As(err, &h) || h.Topic != topic || h.Partition != 0 || h.Offset != 1 || h.Stage != "deserialize-value" {
+		t.Fatalf("Run = %v; want a HaltError at %s/0@1", err, topic)
+	}
+	if !errors.Is(err, serde.ErrInvalidUTF8) || !consumer.IsHalt(err) {
+		t.Fatalf("HaltError does not wrap its cause: %v", err)
+	}
+	if after.Load() {
+		t.Fatal("a record after the halt was processed")
+	}
+	if got := committed(t, c, cons.Client().OptValue(kgo.ConsumerGroup).(string), topic)[0]; got != 1 {
+		t.Fatalf("committed %d; want 1 (up to the halted record)", got)
+	}
+	if err := cons.Run(context.Background()); !errors.Is(err, consumer.ErrClosed) {
+		t.Fatalf("second Run = %v; want ErrClosed", err)
+	}
+}
+
+// TestHandlerPanicAndKeyFailure: a handler panic is a permanent process
+// failure and a key that cannot be decoded is a deserialize-key failure; both
+// are dead-lettered and the consumer carries on.
+func TestHandlerPanicAndKeyFailure(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "panic", 1)
+	produce(t, manualProducer(t, c),
+		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("boom")},
+		&kgo.Record{Topic: topic, Key: []byte{0xff}, Value: []byte("fine")},
+		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("fine")},
+	)
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "boom" {
+			panic("handler bug")
+		}
+		return nil
+	}, func(cfg *consumer.Config[string, string]) { cfg.Key = serde.String(serde.ValidUTF8()) })
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "settled", func() bool {
+		s := cons.Stats()
+		return s.Processed == 1 && s.DeadLettered == 2
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dl))
+	}
+	byOffset := map[int64]*deadletter.Failure{}
+	for _, r := range dl {
+		f := parse(t, r)
+		byOffset[f.Offset] = f
+	}
+	if f := byOffset[0]; f == nil || f.Stage != deadletter.StageProcess || f.Class != "permanent" || !strings.Contains(f.Message, "handler bug") {
+		t.Errorf("panic dead letter %+v", f)
+	}
+	if f := byOffset[1]; f == nil || f.Stage != deadletter.StageDeserializeKey || f.Class != "permanent" {
+		t.Errorf("key dead letter %+v", f)
+	}
+}
+
+// TestDeadLetterPartitionByKey: when the dead-letter topic has fewer
+// partitions than the source, records are partitioned by key.
+func TestDeadLetterPartitionByKey(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "bykey", 4)
+	dlq := c.Topic(t, "bykey-dlq", 2)
+	var recs []*kgo.Record
+	for p := int32(0); p < 4; p++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte("same-key"), Value: []byte{0xff}})
+	}
+	produce(t, manualProducer(t, c), recs...)
+	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil },
+		func(cfg *consumer.Config[string, string]) { cfg.DeadLetter.Topic = deadletter.Template(dlq) })
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 4 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dl := readAll(t, c, dlq)
+	if len(dl) != 4 {
+		t.Fatalf("%d dead letters", len(dl))
+	}
+	for _, r := range dl[1:] {
+		if r.Partition != dl[0].Partition {
+			t.Fatalf("same key spread over partitions %d and %d", r.Partition, dl[0].Partition)
+		}
+	}
+}
+
+func parse(t *testing.T, r *kgo.Record) *deadletter.Failure {
+	t.Helper()
+	hs := make([]deadletter.Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = deadletter.Header{Key: h.Key, Value: h.Value}
+	}
+	f, err := deadletter.ParseHeaders(hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

@@ -1,0 +1,88 @@
+// Package consumer runs a Kafka consumer-group member that never blocks on a
+// poison pill and never loses a record.
+//
+// A [Consumer] fetches with franz-go, decodes each record with the key and
+// value deserializers of package serde, calls your [Handler], settles every
+// failure by a [Policy], and commits only offsets below which every record is
+// settled:
+//
+//	fetch -> decode key -> decode value -> process -> settle -> commit
+//
+// # Getting started
+//
+//	c, err := consumer.New(consumer.Config[string, Order]{
+//		Brokers: []string{"localhost:9092"},
+//		Topics:  []string{"orders"},
+//		Group:   "billing",
+//		Key:     serde.String(),
+//		Value:   serde.JSON[Order](),
+//		Handler: func(ctx context.Context, r *consumer.Record[string, Order]) error {
+//			return bill(ctx, r.Value) // mark errors with failure.Permanent / failure.Transient
+//		},
+//	})
+//	if err != nil {
+//		log.Fatal(err) // invalid configuration names the key and the reason
+//	}
+//	err = c.Run(ctx) // blocks until ctx ends, or a Halt policy stops it
+//
+// # Order and concurrency
+//
+// Each assigned partition has its own worker: the records of one partition
+// are handled one at a time, in offset order; partitions run concurrently.
+// A partition that is retrying a record, or whose buffer is full
+// ([Config.MaxBufferedRecords]), has its fetching paused
+// (kgo.Client.PauseFetchPartitions) while every other partition keeps flowing.
+//
+// # Settling failures
+//
+// A failure has a stage (deserialize key, deserialize value, process) and a
+// class (transient, permanent, unclassified; see package failure). The
+// [Policy] gives each stage and class an [Outcome]: retry in place under a
+// backoff policy (the partition pauses and the worker sleeps: no hot loop),
+// then an [Action]: [DeadLetter], [Skip] or [Halt]. The defaults:
+//
+//   - a record that cannot be decoded (permanent, or unclassified) goes to the
+//     dead-letter topic at once;
+//   - a transient decode failure (a schema-registry outage) is retried until
+//     it succeeds, with capped exponential backoff: nothing is dead-lettered
+//     while a dependency is down;
+//   - a processing failure is retried a few times with exponential backoff,
+//     then dead-lettered; a permanent one is dead-lettered at once.
+//
+// To hand the handler a substitute value instead of failing at decode time,
+// wrap the deserializer with serde.Fallback. A panic in a deserializer or in
+// the handler is a permanent failure of its stage, never a crash.
+//
+// # Dead letters
+//
+// A dead letter is the original key, value and headers, byte for byte, plus
+// the failure headers of package deadletter (stage, class, error type and
+// message, original coordinates, group, attempts, failure times). The write
+// is acknowledged before the offset moves on; if it fails it is retried with
+// backoff ([DeadLetterConfig.Retry]) while the partition waits, so no record
+// is ever lost and no offset passes it. The topic name comes from
+// [DeadLetterConfig.Topic] ("{topic}.dlq" by default); a dead letter goes to
+// its source partition when the dead-letter topic has at least as many
+// partitions as the source, otherwise by key.
+//
+// # Commits
+//
+// Settled records are marked as they settle; marked offsets are committed
+// every [Config.CommitInterval], when partitions are revoked, and on
+// shutdown. In-flight work on a revoked partition is abandoned without being
+// committed, so a crash or a rebalance may redeliver unsettled records
+// (at-least-once) but never loses one.
+//
+// # Operating it
+//
+//   - Kill switch: the environment variable ANTIDOTE_RETRY_DISABLED=true
+//     ([EnvRetryDisabled]) at start, or [Consumer.SetRetryEnabled] at runtime,
+//     turns retrying off: transient failures go straight to their exhausted
+//     outcome, with reason "retry-disabled".
+//   - [Consumer.Skip] settles the record a partition is stuck on as skipped
+//     and moves past it.
+//   - [Consumer.Stats] returns counters (consumed, processed, retried,
+//     dead-lettered, skipped, by stage and class) and the stuck partitions.
+//   - Logs go to [Config.Logger] (log/slog); every record-level line carries
+//     topic, partition, offset and timestamp.
+package consumer
