@@ -25,7 +25,7 @@ if ! command -v kcat >/dev/null 2>&1 && ! command -v kafkacat >/dev/null 2>&1; t
     { echo "could not install kcat (apt-get install kcat)"; exit 1; }
 fi
 go version
-echo "kcat: $(kcat -V 2>/dev/null | sed -n 's/.*version \([^ ]*\).*/\1/p' | head -1)"
+echo "kcat: $(kcat -V 2>/dev/null | sed -n 's/^Version \([^ ]*\).*librdkafka \([^ ]*\).*/\1 (librdkafka \2)/p' | head -1)"
 go mod download
 
 step "gofmt"
