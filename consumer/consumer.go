@@ -91,6 +91,9 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	if len(cfg.Brokers) > 0 {
 		opts = append(opts, kgo.SeedBrokers(cfg.Brokers...))
 	}
+	// Dead letters are written as they happen: no linger, unless the user
+	// asks for one.
+	opts = append(opts, kgo.ProducerLinger(0))
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),

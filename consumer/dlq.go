@@ -14,9 +14,12 @@ import (
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
 )
 
-// dlqWriter writes dead letters and waits for their acknowledgement.
+// dlqWriter writes dead letters. Writes are asynchronous: a partition keeps
+// processing while its dead letters are in flight, and marks offsets for
+// commit only up to the first letter not yet acknowledged.
 type dlqWriter struct {
 	cl      *kgo.Client
 	adm     *kadm.Client
@@ -51,11 +54,24 @@ type dlqTarget struct {
 	sources   int32
 }
 
-// write produces rec's dead letter and returns once the broker acknowledged
-// it. Failures are logged, counted and retried under the write policy until
-// ctx ends; only then does write return an error.
-func (w *dlqWriter) write(ctx context.Context, rec *kgo.Record, f *deadletter.Failure) error {
-	topic := w.tmpl.Name(rec.Topic, w.group)
+// letter is one dead letter on its way to the dead-letter topic.
+type letter struct {
+	src      *kgo.Record
+	out      *kgo.Record
+	stage    deadletter.Stage
+	class    failure.Class
+	reason   deadletter.Reason
+	cause    error // the failure that dead-lettered src
+	attempts int   // tries of src before it was dead-lettered
+	tries    int   // write attempts so far
+
+	done chan struct{} // closed when the write is acknowledged or failed
+	err  error         // the write's error, read after done
+}
+
+// newLetter builds the dead letter of rec: rec's key, value and headers byte
+// for byte, then the failure headers of f.
+func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
 	f.ClientID = w.clientID()
 	hs := make([]deadletter.Header, 0, len(rec.Headers)+16)
 	for _, h := range rec.Headers {
@@ -63,7 +79,7 @@ func (w *dlqWriter) write(ctx context.Context, rec *kgo.Record, f *deadletter.Fa
 	}
 	hs = f.AppendHeaders(hs)
 	out := &kgo.Record{
-		Topic:   topic,
+		Topic:   w.tmpl.Name(rec.Topic, w.group),
 		Key:     rec.Key,
 		Value:   rec.Value,
 		Headers: make([]kgo.RecordHeader, len(hs)),
@@ -71,29 +87,54 @@ func (w *dlqWriter) write(ctx context.Context, rec *kgo.Record, f *deadletter.Fa
 	for i, h := range hs {
 		out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
-	for attempt := 1; ; attempt++ {
-		sources, err := w.sourcePartitions(ctx, rec.Topic)
-		if err == nil {
-			err = w.ensureTopic(ctx, topic, sources)
-		}
-		if err == nil {
-			actx, cancel := context.WithTimeout(ctx, w.timeout)
-			out.Context = context.WithValue(actx, partitionKey{}, dlqTarget{rec.Partition, sources})
-			err = w.cl.ProduceSync(actx, out).FirstErr()
-			cancel()
-			if err == nil {
-				return nil
-			}
+	return &letter{src: rec, out: out, stage: f.Stage, reason: f.Reason, cause: cause}
+}
+
+// send starts writing l without waiting: l.done is closed when the broker
+// acknowledged the write or it failed (l.err).
+func (w *dlqWriter) send(ctx context.Context, l *letter) {
+	l.done = make(chan struct{})
+	l.tries++
+	sources, err := w.sourcePartitions(ctx, l.src.Topic)
+	if err == nil {
+		err = w.ensureTopic(ctx, l.out.Topic, sources)
+	}
+	if err != nil {
+		l.err = err
+		close(l.done)
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, w.timeout)
+	l.out.Context = context.WithValue(actx, partitionKey{}, dlqTarget{l.src.Partition, sources})
+	w.cl.Produce(actx, l.out, func(_ *kgo.Record, err error) {
+		cancel()
+		l.err = err
+		close(l.done)
+	})
+}
+
+// resend writes a letter whose write failed, retrying under the write
+// policy until it is acknowledged or ctx ends.
+func (w *dlqWriter) resend(ctx context.Context, l *letter) error {
+	for {
+		if l.err == nil {
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		w.stats.dlqWriteErrors.Add(1)
-		wait, _ := backoff.Next(w.retry, attempt, 0, err)
+		wait, _ := backoff.Next(w.retry, l.tries, 0, l.err)
 		w.log.Error("dead-letter write failed; the partition waits and retries",
-			append(recordAttrs(rec), "dlq_topic", topic, "attempt", attempt, "wait", wait, "err", err)...)
+			append(recordAttrs(l.src), "dlq_topic", l.out.Topic, "attempt", l.tries, "wait", wait, "err", l.err)...)
 		if err := backoff.Sleep(ctx, wait); err != nil {
 			return err
+		}
+		w.send(ctx, l)
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			<-l.done // the record's context is ctx: franz-go fails it promptly
 		}
 	}
 }

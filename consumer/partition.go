@@ -40,7 +40,23 @@ type partition[K, V any] struct {
 	curOffset   int64
 	curAttempts int
 	curCancel   context.CancelCauseFunc
+
+	// Owned by the worker goroutine: records settled since the oldest
+	// dead letter not yet acknowledged, in offset order. Offsets are marked
+	// for commit only up to the first unacknowledged letter.
+	pending  []settled
+	inflight int // letters in pending not yet reaped
 }
+
+// settled is a settled record; l is its dead letter, nil if it was
+// processed or skipped.
+type settled struct {
+	rec *kgo.Record
+	l   *letter
+}
+
+// maxInflight bounds the dead letters in flight per partition.
+const maxInflight = 256
 
 // errSkipped is the cause of a record context canceled by an operator skip.
 var errSkipped = errors.New("consumer: skipped by operator")
@@ -95,25 +111,151 @@ func (p *partition[K, V]) take() []*kgo.Record {
 
 func (p *partition[K, V]) run() {
 	defer close(p.done)
+	defer p.drain()
 	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-p.wake:
-		}
-		for {
-			batch := p.take()
-			if len(batch) == 0 {
-				break
+		batch := p.take()
+		if len(batch) == 0 {
+			if !p.idle() {
+				return
 			}
-			for _, rec := range batch {
-				if p.ctx.Err() != nil || !p.handle(rec) {
-					return
-				}
-				p.c.cl.MarkCommitRecords(rec)
+			continue
+		}
+		for _, rec := range batch {
+			if p.ctx.Err() != nil || !p.handle(rec) {
+				return
 			}
 		}
 	}
+}
+
+// idle waits for new records. While dead letters are in flight it also
+// reaps each as it is acknowledged. It returns false when the worker must
+// stop.
+func (p *partition[K, V]) idle() bool {
+	var oldest <-chan struct{}
+	if len(p.pending) > 0 {
+		if l := p.pending[0].l; l != nil {
+			oldest = l.done
+		} else {
+			return p.reap(false)
+		}
+	}
+	select {
+	case <-p.ctx.Done():
+		return false
+	case <-p.wake:
+		return true
+	case <-oldest: // nil when nothing is in flight: never ready
+		return p.reap(false)
+	}
+}
+
+// settle records that rec is settled, with its dead letter l if any, and
+// marks for commit every record settled before the oldest letter still in
+// flight. It returns false when the worker must stop.
+func (p *partition[K, V]) settle(rec *kgo.Record, l *letter) bool {
+	if l == nil && len(p.pending) == 0 {
+		p.c.cl.MarkCommitRecords(rec) // the common case
+		return true
+	}
+	p.pending = append(p.pending, settled{rec, l})
+	if l != nil {
+		p.inflight++
+	}
+	block := p.inflight >= maxInflight || len(p.pending) >= p.c.cfg.MaxBufferedRecords
+	return p.reap(block)
+}
+
+// reap takes acknowledged letters off the front of pending and marks the
+// records settled before the first letter still in flight. With block, it
+// waits for the oldest letter first. A failed write is retried here, while
+// the partition waits paused. It returns false when the worker must stop.
+func (p *partition[K, V]) reap(block bool) bool {
+	var last *kgo.Record
+	defer func() {
+		if last != nil {
+			p.c.cl.MarkCommitRecords(last)
+		}
+	}()
+	for len(p.pending) > 0 {
+		e := p.pending[0]
+		if e.l != nil {
+			if block {
+				select {
+				case <-e.l.done:
+				case <-p.ctx.Done():
+					return false
+				}
+				block = false
+			}
+			select {
+			case <-e.l.done:
+			default:
+				return true // still in flight
+			}
+			if e.l.err != nil && !p.rewrite(e.l) {
+				return false
+			}
+			p.letterDone(e.l)
+			p.inflight--
+		}
+		last = e.rec
+		p.pending[0] = settled{}
+		p.pending = p.pending[1:]
+	}
+	p.pending = nil
+	return true
+}
+
+// rewrite retries a failed dead-letter write until it is acknowledged. The
+// partition is paused meanwhile and counts as stuck, so an operator can skip
+// the record. It returns false when the worker must stop.
+func (p *partition[K, V]) rewrite(l *letter) bool {
+	rctx, rcancel := context.WithCancelCause(p.ctx)
+	defer rcancel(nil)
+	p.setRetrying(true, l.src.Offset, l.tries, rcancel)
+	defer p.setRetrying(false, -1, 0, nil)
+	if err := p.c.dlq.resend(rctx, l); err != nil {
+		if errors.Is(context.Cause(rctx), errSkipped) {
+			l.err = nil
+			l.reason = "operator"
+			return true // settled as skipped; see letterDone
+		}
+		return false
+	}
+	return true
+}
+
+// drain runs when the worker stops: it waits for the letters in flight
+// (their contexts are done, so unsent ones fail at once) and marks what was
+// acknowledged, without retrying failures.
+func (p *partition[K, V]) drain() {
+	var last *kgo.Record
+	for _, e := range p.pending {
+		if e.l != nil {
+			<-e.l.done
+			if e.l.err != nil {
+				break
+			}
+			p.letterDone(e.l)
+		}
+		last = e.rec
+	}
+	p.pending = nil
+	if last != nil {
+		p.c.cl.MarkCommitRecords(last)
+	}
+}
+
+// letterDone counts and logs an acknowledged (or operator-skipped) letter.
+func (p *partition[K, V]) letterDone(l *letter) {
+	if l.reason == "operator" {
+		p.c.stats.failure(l.stage, l.class, "skipped")
+		p.log.Warn("record skipped while its dead-letter write was failing", append(recordAttrs(l.src), "stage", l.stage, "why", "operator", "err", l.cause)...)
+		return
+	}
+	p.c.stats.failure(l.stage, l.class, "dead-lettered")
+	p.log.Warn("record dead-lettered", append(recordAttrs(l.src), "stage", l.stage, "class", l.class, "reason", l.reason, "attempts", l.attempts, "err", l.cause)...)
 }
 
 func (p *partition[K, V]) setRetrying(on bool, off int64, attempts int, cancel context.CancelCauseFunc) {
@@ -193,7 +335,7 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 	stage, err := p.try(p.ctx, rec, 1, time.Time{})
 	if err == nil {
 		c.stats.processed.Add(1)
-		return true
+		return p.settle(rec, nil)
 	}
 	return p.settleFailure(rec, stage, err)
 }
@@ -237,7 +379,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			if err == nil {
 				c.stats.processed.Add(1)
 				p.log.Info("record recovered after retry", append(recordAttrs(rec), "attempts", attempt)...)
-				return true
+				return p.settle(rec, nil)
 			}
 			continue
 		}
@@ -280,25 +422,17 @@ func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class fai
 	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
 		f.ErrorStage = s
 	}
-	// The write is retried until acknowledged; the partition waits paused.
-	rctx, rcancel := context.WithCancelCause(p.ctx)
-	defer rcancel(nil)
-	p.setRetrying(true, rec.Offset, attempts, rcancel)
-	werr := c.dlq.write(rctx, rec, f)
-	if werr != nil {
-		if errors.Is(context.Cause(rctx), errSkipped) {
-			return p.skip(rec, stage, err, attempts, "operator")
-		}
-		return false // stopping: unsettled
-	}
-	c.stats.failure(stage, class, "dead-lettered")
-	p.log.Warn("record dead-lettered", append(recordAttrs(rec), "stage", stage, "class", class, "reason", reason, "attempts", attempts, "err", err)...)
-	return true
+	// The write is asynchronous: the partition goes on while it is in
+	// flight, and its offset is marked only once it is acknowledged.
+	l := c.dlq.newLetter(rec, f, err)
+	l.class, l.attempts = class, attempts
+	c.dlq.send(p.ctx, l)
+	return p.settle(rec, l)
 }
 
 func (p *partition[K, V]) skip(rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) bool {
 	c := p.c
 	c.stats.failure(stage, c.classify(stage, err), "skipped")
 	p.log.Warn("record skipped", append(recordAttrs(rec), "stage", stage, "why", why, "attempts", attempts, "err", err)...)
-	return true
+	return p.settle(rec, nil)
 }
