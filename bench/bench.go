@@ -38,7 +38,7 @@ type Options struct {
 	FetchMaxWait time.Duration
 	// Linger, when not negative, is passed to the Antidote client as
 	// kgo.ProducerLinger (it paces dead-letter writes). Negative keeps the
-	// franz-go default.
+	// consumer's default (no linger).
 	Linger  time.Duration
 	Seed    uint64
 	Verbose bool
@@ -169,7 +169,7 @@ func run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{
 		Cluster: "kafka", Records: o.Records, Partitions: o.Partitions, ValueSize: o.ValueSize,
 		Rounds: o.Rounds, Seed: o.Seed, FetchMaxWait: o.FetchMaxWait.String(),
-		Linger: "franz-go default", GOMAXPROCS: runtime.GOMAXPROCS(0), Window: Window,
+		Linger: "consumer default (0)", GOMAXPROCS: runtime.GOMAXPROCS(0), Window: Window,
 	}
 	if o.Linger >= 0 {
 		res.Linger = o.Linger.String()

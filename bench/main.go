@@ -47,7 +47,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 	fs.StringVar(&poison, "poison", "0,0.01,0.10", "comma-separated poison-pill ratios; each gets a fresh topic")
 	fs.IntVar(&o.Rounds, "rounds", 2, "timed runs per consumer and ratio, alternating bare/antidote; the best is reported")
 	fs.DurationVar(&o.FetchMaxWait, "fetch-max-wait", 500*time.Millisecond, "kgo.FetchMaxWait of both consumers")
-	fs.StringVar(&linger, "linger", "", "kgo.ProducerLinger of the Antidote client, which paces its dead-letter writes, e.g. 0 (default: franz-go's, 10ms)")
+	fs.StringVar(&linger, "linger", "", "kgo.ProducerLinger of the Antidote client, which paces its dead-letter writes, e.g. 0 (default: the consumer's, 0)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the generated data and of the poison-pill positions")
 	fs.StringVar(&o.Output, "o", "table", `output format: "table" or "json"`)
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "bound for the whole run; the program stops by itself after it")
