@@ -78,7 +78,7 @@ type Config[K, V any] struct {
 	// 5s. Offsets are also committed on revoke and on shutdown.
 	CommitInterval time.Duration
 	// MaxBufferedRecords bounds the records buffered per partition before
-	// its fetching is paused. Optional: 2000.
+	// its fetching is paused. Optional: 10000.
 	MaxBufferedRecords int
 	// Logger receives structured logs; record-level lines carry topic,
 	// partition, offset and timestamp. Optional: slog.Default().
@@ -172,7 +172,7 @@ var (
 	defaultProcessRetry     = backoff.MaxAttempts(backoff.Exponential{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 5 * time.Second, Jitter: backoff.JitterFull}, 4)
 	defaultDeadLetterRetry  = backoff.Exponential{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, Jitter: backoff.JitterEqual}
 	defaultCommitInterval   = 5 * time.Second
-	defaultMaxBuffered      = 2000
+	defaultMaxBuffered      = 10000
 	defaultDeadLetterTimout = 10 * time.Second
 )
 
