@@ -40,4 +40,58 @@
 // [DefaultTemplate], is "{topic}.dlq". Records go to the source partition when
 // the dead-letter topic has at least as many partitions as the source topic,
 // and are otherwise partitioned by key.
+//
+// # Reading dead letters of any dialect
+//
+// [Parse] reads one dead-letter record into a [Letter], whichever system
+// wrote it. The [Dialect] is that of the record's last failure header, so
+// a dead letter of a dead letter reads as the outermost one. The dialects
+// and their sources:
+//
+//   - Antidote: the headers above.
+//   - Spring Kafka (DeadLetterPublishingRecoverer, KafkaHeaders.DLT_*):
+//     kafka_dlt-original-topic, -partition (a 4-byte big-endian int),
+//     -offset and -timestamp (8-byte big-endian longs), -timestamp-type,
+//     -consumer-group; kafka_dlt-exception-fqcn, -cause-fqcn, -message,
+//     -stacktrace, and kafka_dlt-key-exception-* for a key that failed to
+//     deserialize. The first original-* headers count (Spring appends them
+//     again on every hop), and the last exception headers.
+//   - Kafka Connect (DeadLetterQueueReporter, with
+//     errors.deadletterqueue.context.headers.enable=true):
+//     __connect.errors.topic, .partition, .offset (decimal strings),
+//     .connector.name, .task.id, .stage, .class.name,
+//     .exception.class.name, .exception.message, .exception.stacktrace.
+//   - Kafka Streams (KIP-1034, ExceptionHandlerUtils):
+//     __streams.errors.exception, .message, .stacktrace, .topic,
+//     .partition, .offset (decimal strings). The record keeps the failed
+//     record's timestamp.
+//   - Share groups (KIP-1191, written by the broker):
+//     __dlq.errors.topic, .partition, .offset, .group, .delivery.count
+//     (decimal strings) and .message. The broker copies no original
+//     headers, and copies the key and value only with
+//     errors.deadletterqueue.copy.record.enable.
+//
+// For the foreign dialects, the original headers are every header except
+// the dialect's own. Malformed values (a 3-byte Spring partition, a
+// non-numeric offset) give a [*HeaderError] that names the header, next to
+// a Letter holding what could be read. Parse never panics.
+//
+// [Scan] reads a topic up to the end offsets it has when it starts, so it
+// always ends. A [Filter] selects letters by original topic, stage, class,
+// reason text and time.
+//
+// # Redrive
+//
+// [Redrive] re-produces the original record of each selected letter (key,
+// value and original headers, byte for byte) to its original topic, or to
+// [RedriveConfig.To]. Two provenance headers follow the original ones:
+//
+//	antidote.redrive.count          how many times the record was redriven, decimal
+//	antidote.redrive.from           the dead letter: topic/partition/offset
+//
+// A record already redriven [RedriveConfig.MaxRedrives] times (default 3)
+// is refused, which breaks poison loops. Progress is committed as the
+// offsets of a consumer group on the dead-letter topic, one record at a
+// time after its re-produce is acknowledged, so an interrupted redrive
+// resumes without repeating or skipping records.
 package deadletter

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// globals are the root's persistent flags, as seen by a subcommand.
+type globals struct {
+	brokers []string
+	// explicit is true when the brokers came from --brokers or the
+	// environment rather than the default.
+	explicit bool
+	output   string
+	timeout  time.Duration
+}
+
+func readGlobals(cmd *cobra.Command) globals {
+	fs := cmd.Flags()
+	g := globals{}
+	g.brokers, _ = fs.GetStringSlice("brokers")
+	for i, b := range g.brokers {
+		g.brokers[i] = strings.TrimSpace(b)
+	}
+	if f := fs.Lookup("brokers"); f != nil {
+		g.explicit = f.Changed
+	}
+	g.output, _ = fs.GetString("output")
+	g.timeout, _ = fs.GetDuration("timeout")
+	return g
+}
+
+func (g globals) json() bool { return g.output == "json" }
+
+// dialCluster creates a client on brokers and checks, within timeout, that
+// the cluster answers a metadata request. The error of an unreachable
+// cluster names the brokers and the bound.
+func dialCluster(ctx context.Context, brokers []string, timeout time.Duration, opts ...kgo.Opt) (*kgo.Client, error) {
+	base := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.DialTimeout(min(timeout, 10*time.Second)),
+		kgo.MetadataMinAge(250 * time.Millisecond),
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).BrokerMetadata(mctx); err != nil {
+		cl.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, unreachable(brokers, timeout, err)
+	}
+	return cl, nil
+}
+
+func unreachable(brokers []string, timeout time.Duration, err error) error {
+	msg := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = "no answer"
+	}
+	return fmt.Errorf("cannot reach Kafka at %s within %v: %s (is a broker running there? set --brokers or %s)",
+		strings.Join(brokers, ","), timeout, msg, EnvBrokers)
+}
+
+// topicPartitions returns the partition count of topic, or a clear error
+// when it does not exist.
+func topicPartitions(ctx context.Context, adm *kadm.Client, brokers []string, timeout time.Duration, topic string) (int32, error) {
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	md, err := adm.Metadata(mctx, topic)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("metadata of topic %q: %w", topic, err)
+	}
+	td, ok := md.Topics[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("topic %q does not exist on %s; create it first (kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 3)",
+			topic, strings.Join(brokers, ","), brokers[0], topic)
+	}
+	if td.Err != nil {
+		return 0, fmt.Errorf("topic %q: %w", topic, td.Err)
+	}
+	return int32(len(td.Partitions)), nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+)
+
+// demoKind is what the demo writes for one record.
+type demoKind uint8
+
+const (
+	kindGood demoKind = iota
+	kindFlaky
+	kindRejected
+	kindGarbage
+	kindTruncated
+	kindWrongShape
+	kindEmpty
+	numDemoKinds
+)
+
+// demoKindInfo describes a kind: its share of the stream, and the label of
+// the summary table and of the JSON summary.
+var demoKindInfo = [numDemoKinds]struct {
+	name  string
+	label string
+	share float64
+}{
+	kindGood:       {"good", "good orders", 0},
+	kindFlaky:      {"flaky", "flaky payment call (503, then ok)", 0.0025},
+	kindRejected:   {"rejected", "negative amount (handler rejects)", 0.0075},
+	kindGarbage:    {"garbage", "garbage bytes (console producer, binary)", 0.01},
+	kindTruncated:  {"truncated-json", "truncated JSON", 0.0075},
+	kindWrongShape: {"wrong-shape-json", "JSON of the wrong shape", 0.0075},
+	kindEmpty:      {"empty", "empty value", 0.005},
+}
+
+func (k demoKind) String() string { return demoKindInfo[k].name }
+
+// demoPlan is the deterministic content of the demo's stream: the kind of
+// each record, and how often each flaky record fails.
+type demoPlan struct {
+	seed  uint64
+	kinds []demoKind
+	flaky map[int]int // order id -> failures before success
+}
+
+func newDemoPlan(n int, seed uint64) *demoPlan {
+	r := rand.New(rand.NewPCG(seed, 0xa0761d6478bd642f))
+	p := &demoPlan{seed: seed, kinds: make([]demoKind, n), flaky: map[int]int{}}
+	for i := range p.kinds {
+		x := r.Float64()
+		p.kinds[i] = kindGood
+		for k := kindFlaky; k < numDemoKinds; k++ {
+			if x < demoKindInfo[k].share {
+				p.kinds[i] = k
+				break
+			}
+			x -= demoKindInfo[k].share
+		}
+		if p.kinds[i] == kindFlaky {
+			p.flaky[i] = 1 + r.IntN(2)
+		}
+	}
+	return p
+}
+
+// poisonShare is the share of records that are not good orders.
+func (p *demoPlan) poisonShare() float64 {
+	var s float64
+	for k := kindFlaky; k < numDemoKinds; k++ {
+		s += demoKindInfo[k].share
+	}
+	return s
+}
+
+// flakyFailures is how many times the payment call of order id fails
+// before it succeeds.
+func (p *demoPlan) flakyFailures(id int) int { return p.flaky[id] }
+
+func (p *demoPlan) rng(i int) *rand.Rand {
+	return rand.New(rand.NewPCG(p.seed, uint64(i)))
+}
+
+func (p *demoPlan) order(i int) Order {
+	r := p.rng(i)
+	q := 1 + r.IntN(5)
+	return Order{
+		ID:          i,
+		Customer:    fmt.Sprintf("customer-%04d", r.IntN(5000)),
+		SKU:         fmt.Sprintf("sku-%03d", r.IntN(400)),
+		Quantity:    q,
+		AmountCents: int64(q) * int64(199+r.IntN(20000)),
+	}
+}
+
+// key is the record key: the customer, so that a customer's orders stay in
+// order. Garbage and empty values come without a key, the way a console
+// producer writes them.
+func (p *demoPlan) key(i int) []byte {
+	switch p.kinds[i] {
+	case kindGarbage, kindEmpty:
+		return nil
+	}
+	return []byte(p.order(i).Customer)
+}
+
+var consoleLines = []string{
+	"hello", "test", "test 123", "order 42 shipped", "asdf", "{id: 42}", "DELETE FROM orders",
+}
+
+func (p *demoPlan) value(i int) []byte {
+	o := p.order(i)
+	switch p.kinds[i] {
+	case kindRejected:
+		o.AmountCents = -o.AmountCents
+	case kindGarbage:
+		r := p.rng(i)
+		if r.IntN(2) == 0 {
+			return []byte(consoleLines[r.IntN(len(consoleLines))])
+		}
+		b := make([]byte, 8+r.IntN(56))
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		b[0] = 0xfe
+		return b
+	case kindTruncated:
+		b, _ := json.Marshal(o)
+		return b[:len(b)*2/3]
+	case kindWrongShape:
+		switch i % 3 {
+		case 0:
+			return fmt.Appendf(nil, `{"id":"%d-abc","customer":%q,"amount_cents":%d}`, i, o.Customer, o.AmountCents)
+		case 1:
+			return fmt.Appendf(nil, `[{"id":%d},{"id":%d}]`, i, i+1)
+		default:
+			return fmt.Appendf(nil, `{"id":%d,"customer":%q,"amount_cents":"%d.%02d"}`, i, o.Customer, o.AmountCents/100, o.AmountCents%100)
+		}
+	case kindEmpty:
+		return []byte{}
+	}
+	b, _ := json.Marshal(o)
+	return b
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/deadletter"
+)
+
+// demoSummary is the demo's result; -o json prints it as is.
+type demoSummary struct {
+	Produced       int            `json:"produced"`
+	Processed      int            `json:"processed"`
+	DeadLettered   int            `json:"dead_lettered"`
+	DeadLetteredBy map[string]int `json:"dead_lettered_by"` // "stage/reason" -> n
+	Skipped        int            `json:"skipped"`
+	Lost           int            `json:"lost"`
+	// Duplicates counts dead letters of the same record written twice, and
+	// records both processed and dead-lettered. Always 0.
+	Duplicates int `json:"duplicates"`
+	// ProduceErrors counts records the producer could not write; they are
+	// not part of Produced.
+	ProduceErrors int         `json:"produce_errors"`
+	Outage        *demoOutage `json:"outage"`
+	// Consumer is the consumer's own counters, for comparison: the
+	// accounting above does not rely on them (except for skips).
+	Consumer consumerCounts `json:"consumer"`
+	// SettleTimedOut is set when the consumer did not settle every record
+	// within --drain-timeout.
+	SettleTimedOut bool         `json:"settle_timed_out,omitempty"`
+	ByKind         []kindResult `json:"by_kind"`
+	Cluster        string       `json:"cluster"` // kfake or kafka
+	Brokers        []string     `json:"brokers"`
+	Topic          string       `json:"topic"`
+	DLQTopic       string       `json:"dlq_topic"`
+	Group          string       `json:"group"`
+	DurationMS     int64        `json:"duration_ms"`
+	Inspect        string       `json:"inspect"`
+}
+
+type demoOutage struct {
+	Dependency string `json:"dependency"`
+	DurationMS int64  `json:"duration_ms"`
+	// FailedCalls counts handler calls that failed because it was down.
+	FailedCalls int64 `json:"failed_calls"`
+	// RecordsWaited counts records produced before it came back that were
+	// processed only after it went down: they waited in their paused
+	// partitions.
+	RecordsWaited int `json:"records_waited"`
+	// DeadLettered counts dead letters caused by it. Always 0.
+	DeadLettered int `json:"dead_lettered"`
+	// RecoveredMS is the time from its return to the first successful call.
+	RecoveredMS int64 `json:"recovered_ms"`
+}
+
+// kindResult says what happened to the records of one demo kind.
+type kindResult struct {
+	Kind     string         `json:"kind"`
+	Label    string         `json:"-"`
+	Records  int            `json:"records"`
+	Outcomes map[string]int `json:"outcomes"`
+}
+
+type consumerCounts struct {
+	Consumed     uint64 `json:"consumed"`
+	Processed    uint64 `json:"processed"`
+	DeadLettered uint64 `json:"dead_lettered"`
+	Skipped      uint64 `json:"skipped"`
+	Retried      uint64 `json:"retried"`
+}
+
+// deadLetter is what the summary needs of one dead letter.
+type deadLetter struct {
+	key     recKey
+	failure *deadletter.Failure
+}
+
+// readDeadLetters reads topic from start to its current end. A missing
+// topic has no dead letters.
+func readDeadLetters(ctx context.Context, brokers []string, timeout time.Duration, topic string) ([]deadLetter, error) {
+	cl, err := dialCluster(ctx, brokers, timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(mctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter topic %s: end offsets: %w", topic, err)
+	}
+	offsets := map[string]map[int32]kgo.Offset{topic: {}}
+	want := int64(0)
+	var missing bool
+	ends.Each(func(o kadm.ListedOffset) {
+		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			missing = true
+			return
+		}
+		if o.Offset > 0 {
+			offsets[topic][o.Partition] = kgo.NewOffset().AtStart()
+			want += o.Offset
+		}
+	})
+	if err := ends.Error(); err != nil && !missing {
+		return nil, fmt.Errorf("dead-letter topic %s: end offsets: %w", topic, err)
+	}
+	if want == 0 {
+		return nil, nil
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(offsets))
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var out []deadLetter
+	for read := int64(0); read < want; {
+		fs := rd.PollFetches(mctx)
+		if mctx.Err() != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("dead-letter topic %s: read %d of %d records within %v", topic, read, want, timeout)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return nil, fmt.Errorf("dead-letter topic %s: %w", topic, ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			hs := make([]deadletter.Header, len(r.Headers))
+			for i, h := range r.Headers {
+				hs[i] = deadletter.Header{Key: h.Key, Value: h.Value}
+			}
+			f, err := deadletter.ParseHeaders(hs)
+			if err != nil {
+				f = &deadletter.Failure{Stage: "unreadable", Reason: deadletter.Reason(err.Error()), Partition: -1, Offset: r.Offset}
+			}
+			out = append(out, deadLetter{key: recKey{f.Partition, f.Offset}, failure: f})
+		})
+	}
+	return out, nil
+}
+
+// summarize accounts for every produced record, from what the handler
+// completed and what the dead-letter topic holds. The consumer's own
+// counters only supply the skipped count (a skip leaves no other trace).
+func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.Duration) *demoSummary {
+	l := r.ledger
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &demoSummary{
+		Produced:       len(l.produced),
+		DeadLetteredBy: map[string]int{},
+		Skipped:        int(st.Skipped),
+		Consumer: consumerCounts{
+			Consumed: st.Consumed, Processed: st.Processed, DeadLettered: st.DeadLettered,
+			Skipped: st.Skipped, Retried: st.Retried,
+		},
+		ProduceErrors: l.produceErrs,
+		Cluster:       r.cluster,
+		Brokers:       r.brokers,
+		Topic:         r.topic,
+		DLQTopic:      r.dlq,
+		Group:         r.group,
+		DurationMS:    elapsed.Milliseconds(),
+		Inspect:       fmt.Sprintf("antidote dlq ls --brokers %s --topic %s", strings.Join(r.brokers, ","), r.dlq),
+	}
+	dlq := make(map[recKey]*deadletter.Failure, len(dead))
+	outageDead := 0
+	for _, d := range dead {
+		if d.failure.Topic != r.topic {
+			continue
+		}
+		if _, dup := dlq[d.key]; dup {
+			s.Duplicates++
+			continue
+		}
+		dlq[d.key] = d.failure
+		if strings.Contains(d.failure.Message, demoDependency) {
+			outageDead++
+		}
+	}
+
+	byKind := make([]map[string]int, numDemoKinds)
+	count := make([]int, numDemoKinds)
+	unsettled := 0
+	for k, kind := range l.produced {
+		if byKind[kind] == nil {
+			byKind[kind] = map[string]int{}
+		}
+		count[kind]++
+		attempts, ok := l.processed[k]
+		f := dlq[k]
+		switch {
+		case ok && f != nil:
+			s.Duplicates++
+			s.Processed++
+			byKind[kind]["processed-and-dead-lettered"]++
+		case ok:
+			s.Processed++
+			if attempts > 1 {
+				byKind[kind]["processed-after-retry"]++
+			} else {
+				byKind[kind]["processed"]++
+			}
+		case f != nil:
+			s.DeadLettered++
+			s.DeadLetteredBy[string(f.Stage)+"/"+string(f.Reason)]++
+			byKind[kind]["dead-lettered/"+string(f.Stage)+"/"+string(f.Reason)+"/"+f.ErrorType]++
+		default:
+			unsettled++
+			byKind[kind]["unsettled"]++
+		}
+	}
+	s.Lost = unsettled - s.Skipped
+	for k := range numDemoKinds {
+		if count[k] == 0 {
+			continue
+		}
+		s.ByKind = append(s.ByKind, kindResult{Kind: k.String(), Label: demoKindInfo[k].label, Records: count[k], Outcomes: byKind[k]})
+	}
+
+	if start, end, recovered := r.dep.times(); !start.IsZero() {
+		o := &demoOutage{
+			Dependency:    demoDependency,
+			FailedCalls:   r.dep.failures.Load(),
+			RecordsWaited: l.delayed,
+			DeadLettered:  outageDead,
+		}
+		if !end.IsZero() {
+			o.DurationMS = end.Sub(start).Milliseconds()
+		}
+		if !recovered.IsZero() {
+			o.RecoveredMS = recovered.Sub(end).Milliseconds()
+		}
+		s.Outage = o
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (r *demoRun) printSummary(s *demoSummary) {
+	w := r.out
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHAT WAS PRODUCED\tRECORDS\tWHAT HAPPENED TO THEM")
+	for _, k := range s.ByKind {
+		outs := make([]string, 0, len(k.Outcomes))
+		for o := range k.Outcomes {
+			outs = append(outs, o)
+		}
+		slices.SortFunc(outs, func(a, b string) int { return k.Outcomes[b] - k.Outcomes[a] })
+		for i, o := range outs {
+			if i == 0 {
+				fmt.Fprintf(tw, "%s\t%d\t%d %s\n", k.Label, k.Records, k.Outcomes[o], outcomeText(o))
+			} else {
+				fmt.Fprintf(tw, "\t\t%d %s\n", k.Outcomes[o], outcomeText(o))
+			}
+		}
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, n int, note string) { fmt.Fprintf(tw, "  %s\t%d\t  %s\n", name, n, note) }
+	fmt.Fprintln(w, "ACCOUNTING (from what the handler completed and what the dead-letter topic holds)")
+	row("produced", s.Produced, "")
+	row("processed", s.Processed, "")
+	by := make([]string, 0, len(s.DeadLetteredBy))
+	for k, n := range s.DeadLetteredBy {
+		by = append(by, fmt.Sprintf("%s %d", k, n))
+	}
+	slices.Sort(by)
+	row("dead-lettered", s.DeadLettered, strings.Join(by, ", "))
+	row("skipped", s.Skipped, "")
+	lostNote := "produced - processed - dead-lettered - skipped"
+	if s.Lost == 0 {
+		lostNote = "nothing lost: " + lostNote
+	}
+	row("lost", s.Lost, lostNote)
+	if s.Duplicates > 0 {
+		row("duplicates", s.Duplicates, "records settled twice")
+	}
+	if s.ProduceErrors > 0 {
+		row("produce errors", s.ProduceErrors, "records the producer could not write (not counted)")
+	}
+	_ = tw.Flush()
+
+	if o := s.Outage; o != nil {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "OUTAGE (the %s was down for %.1fs)\n", o.Dependency, float64(o.DurationMS)/1000)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		row("records that waited", o.RecordsWaited, "held in their paused partitions, then processed in order")
+		row("failed calls retried", int(o.FailedCalls), "with exponential backoff (50ms, doubling, at most 1s): no busy loop")
+		row("dead-lettered by it", o.DeadLettered, "a transient failure is retried, not dead-lettered")
+		if o.RecoveredMS > 0 || o.FailedCalls > 0 {
+			fmt.Fprintf(tw, "  recovered in\t%.2fs\t  after the database came back\n", float64(o.RecoveredMS)/1000)
+		}
+		_ = tw.Flush()
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Done in %.1fs. Inspect the dead letters:\n  %s\n", float64(s.DurationMS)/1000, s.Inspect)
+	if r.cluster == "kfake" && !r.opts.keep {
+		fmt.Fprintln(w, "The in-process cluster stops with the demo: run 'antidote demo --keep' to keep it up and try that.")
+	}
+}
+
+// outcomeText is the table's wording of an outcome key of [kindResult].
+func outcomeText(o string) string {
+	switch o {
+	case "processed-after-retry":
+		return "processed after retrying"
+	case "processed-and-dead-lettered":
+		return "processed AND dead-lettered (a bug)"
+	case "unsettled":
+		return "not settled (lost or skipped)"
+	}
+	if rest, ok := strings.CutPrefix(o, "dead-lettered/"); ok {
+		return "dead-lettered: " + strings.ReplaceAll(rest, "/", ", ")
+	}
+	return o
+}

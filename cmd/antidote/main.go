@@ -1,0 +1,197 @@
+// Command antidote is the operations tool of Antidote: a zero-setup demo of a
+// poison-pill-proof consumer, dead-letter tooling, and a poison-pill
+// generator to test any consumer.
+//
+// Exit codes: 0 success, 1 failure, 2 usage error (unknown command or flag,
+// bad flag value, missing argument), 130 interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+// EnvBrokers is the fallback of the --brokers flag.
+const EnvBrokers = "ANTIDOTE_BROKERS"
+
+const defaultBrokers = "127.0.0.1:9092"
+
+func init() {
+	// Run every PersistentPreRunE on the path, so that a subcommand's own
+	// hook does not silently skip the root's flag validation.
+	cobra.EnableTraverseRunHooks = true
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError marks an error as the user's invocation being wrong: run exits
+// with 2 and a hint to run --help. Any command may return one.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// run executes the command line args and returns the exit code. It never
+// panics on bad input and prints errors as one line on stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if cmd == nil {
+		cmd = root
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "antidote: interrupted")
+		return exitInterrupted
+	}
+	if isUsage(err) {
+		fmt.Fprintf(stderr, "antidote: %s\nRun '%s --help' for usage.\n", oneLine(err), cmd.CommandPath())
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "antidote: %s\n", oneLine(err))
+	return exitFailure
+}
+
+// newRootCmd builds the command tree. Output goes to stdout, diagnostics to
+// stderr.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "antidote",
+		Short: "Poison-pill-proof Kafka consumers: demo, dead-letter tooling, poison-pill generator",
+		Long: `antidote makes Kafka consumers immune to poison pills.
+
+Start with the demo: it needs no Kafka, no setup, and shows what happens to
+every record of a stream full of real-life poison pills:
+
+  antidote demo
+
+Then inspect and repair dead-letter topics on any cluster (antidote dlq), and
+test your own consumers with poison pills of every kind (antidote poison).`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Errors of flag parsing are usage errors.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyGlobalFlags(cmd)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	pf := root.PersistentFlags()
+	pf.StringSlice("brokers", []string{defaultBrokers}, "Kafka seed brokers, comma-separated (env "+EnvBrokers+")")
+	pf.StringP("output", "o", "table", "output format: table or json")
+	pf.Duration("timeout", 30*time.Second, "bound for connecting to the cluster and metadata calls")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+
+	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd())
+	wrapArgs(root)
+	return root
+}
+
+// applyGlobalFlags applies environment fallbacks and validates the root's
+// persistent flags.
+func applyGlobalFlags(cmd *cobra.Command) error {
+	fs := cmd.Flags()
+	if f := fs.Lookup("brokers"); f != nil && !f.Changed {
+		if env := strings.TrimSpace(os.Getenv(EnvBrokers)); env != "" {
+			if err := fs.Set("brokers", env); err != nil {
+				return usagef("%s=%q: %v", EnvBrokers, env, err)
+			}
+		}
+	}
+	brokers, _ := fs.GetStringSlice("brokers")
+	if len(brokers) == 0 {
+		return usagef("--brokers: no broker given")
+	}
+	for _, b := range brokers {
+		if strings.TrimSpace(b) == "" {
+			return usagef("--brokers: empty broker address in %q", strings.Join(brokers, ","))
+		}
+	}
+	switch out, _ := fs.GetString("output"); out {
+	case "table", "json":
+	default:
+		return usagef("--output %q: must be table or json", out)
+	}
+	if d, _ := fs.GetDuration("timeout"); d <= 0 {
+		return usagef("--timeout %v: must be positive", d)
+	}
+	return nil
+}
+
+// wrapArgs makes every positional-argument error of the tree a usage error.
+func wrapArgs(c *cobra.Command) {
+	if c.Args != nil {
+		args := c.Args
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
+}
+
+// isUsage reports whether err is the invocation's fault: a usageError, or
+// one of cobra's own usage errors, which it returns unwrapped.
+func isUsage(err error) bool {
+	var u usageError
+	if errors.As(err, &u) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "invalid argument", "flag needs an argument", "required flag(s)", "accepts ", "requires at least", "requires at most", "if any flags in the group"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// oneLine squeezes an error message onto one line. Cobra's "Did you mean
+// this?" suggestions become a parenthesised list.
+func oneLine(err error) string {
+	msg := strings.TrimSpace(err.Error())
+	head, suggest, found := strings.Cut(msg, "Did you mean this?")
+	if found {
+		names := strings.Fields(suggest)
+		msg = strings.TrimSpace(head)
+		if len(names) > 0 {
+			msg += " (did you mean " + strings.Join(names, " or ") + "?)"
+		}
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ")), " ")
+}

@@ -1,0 +1,141 @@
+package deadletter
+
+// Dialect names the system that wrote a dead letter.
+type Dialect string
+
+// Dialects that [Parse] reads.
+const (
+	// DialectUnknown: no known failure headers.
+	DialectUnknown Dialect = ""
+	// DialectAntidote: Antidote's antidote.* headers (see the package
+	// documentation).
+	DialectAntidote Dialect = "antidote"
+	// DialectSpring: Spring Kafka's DeadLetterPublishingRecoverer
+	// (kafka_dlt-* headers).
+	DialectSpring Dialect = "spring"
+	// DialectConnect: a Kafka Connect sink connector with
+	// errors.deadletterqueue.context.headers.enable=true
+	// (__connect.errors.* headers).
+	DialectConnect Dialect = "connect"
+	// DialectStreams: the Kafka Streams dead-letter queue of KIP-1034
+	// (__streams.errors.* headers).
+	DialectStreams Dialect = "streams"
+	// DialectShareGroup: the share-group dead-letter queue of KIP-1191,
+	// written by the broker (__dlq.errors.* headers).
+	DialectShareGroup Dialect = "share-group"
+)
+
+// String returns the dialect's name, "unknown" for [DialectUnknown].
+func (d Dialect) String() string {
+	if d == DialectUnknown {
+		return "unknown"
+	}
+	return string(d)
+}
+
+// Spring Kafka's DeadLetterPublishingRecoverer headers (KafkaHeaders.DLT_*).
+// Strings are UTF-8. The partition is a 4-byte big-endian int, the offset
+// and the timestamp (epoch milliseconds) are 8-byte big-endian longs. The
+// timestamp type is "CreateTime" or "LogAppendTime". The key-exception
+// headers replace the exception headers when the key failed to deserialize.
+const (
+	SpringPrefix                = "kafka_dlt-"
+	SpringOriginalTopic         = "kafka_dlt-original-topic"
+	SpringOriginalPartition     = "kafka_dlt-original-partition"
+	SpringOriginalOffset        = "kafka_dlt-original-offset"
+	SpringOriginalTimestamp     = "kafka_dlt-original-timestamp"
+	SpringOriginalTimestampType = "kafka_dlt-original-timestamp-type"
+	SpringOriginalGroup         = "kafka_dlt-original-consumer-group"
+	SpringExceptionFQCN         = "kafka_dlt-exception-fqcn"
+	SpringExceptionCauseFQCN    = "kafka_dlt-exception-cause-fqcn"
+	SpringExceptionMessage      = "kafka_dlt-exception-message"
+	SpringExceptionStacktrace   = "kafka_dlt-exception-stacktrace"
+	SpringKeyExceptionFQCN      = "kafka_dlt-key-exception-fqcn"
+	SpringKeyExceptionMessage   = "kafka_dlt-key-exception-message"
+	SpringKeyExceptionStack     = "kafka_dlt-key-exception-stacktrace"
+)
+
+// Kafka Connect's dead-letter context headers (DeadLetterQueueReporter).
+// Every value is a UTF-8 string; partition, offset and task id are
+// decimal. Without a source record Connect writes topic "" and
+// partition and offset -1.
+const (
+	ConnectPrefix           = "__connect.errors."
+	ConnectTopic            = "__connect.errors.topic"
+	ConnectPartition        = "__connect.errors.partition"
+	ConnectOffset           = "__connect.errors.offset"
+	ConnectConnector        = "__connect.errors.connector.name"
+	ConnectTask             = "__connect.errors.task.id"
+	ConnectStage            = "__connect.errors.stage"
+	ConnectClass            = "__connect.errors.class.name"
+	ConnectException        = "__connect.errors.exception.class.name"
+	ConnectExceptionMessage = "__connect.errors.exception.message"
+	ConnectExceptionStack   = "__connect.errors.exception.stacktrace"
+)
+
+// Kafka Streams' dead-letter headers (KIP-1034, ExceptionHandlerUtils).
+// Every value is a UTF-8 string (null when Java had null); partition and
+// offset are decimal, -1 when unknown. The record's timestamp is the
+// failed record's.
+const (
+	StreamsPrefix     = "__streams.errors."
+	StreamsException  = "__streams.errors.exception"
+	StreamsMessage    = "__streams.errors.message"
+	StreamsStacktrace = "__streams.errors.stacktrace"
+	StreamsTopic      = "__streams.errors.topic"
+	StreamsPartition  = "__streams.errors.partition"
+	StreamsOffset     = "__streams.errors.offset"
+)
+
+// Share-group dead-letter headers (KIP-1191), written by the broker
+// (ShareGroupDLQStateManager). Every value is a UTF-8 string; partition,
+// offset and delivery count are decimal. Delivery count and message are
+// optional. The original headers are not copied, and the key and value
+// only when the group sets errors.deadletterqueue.copy.record.enable.
+const (
+	SharePrefix        = "__dlq.errors."
+	ShareTopic         = "__dlq.errors.topic"
+	SharePartition     = "__dlq.errors.partition"
+	ShareOffset        = "__dlq.errors.offset"
+	ShareGroup         = "__dlq.errors.group"
+	ShareDeliveryCount = "__dlq.errors.delivery.count"
+	ShareMessage       = "__dlq.errors.message"
+)
+
+// The messages the broker writes in [ShareMessage], and the reasons
+// [Parse] gives them.
+const (
+	ShareMessageRejected = "Offset rejected by client."
+	ShareMessageExceeded = "Offset delivery count exceeded the threshold."
+
+	ShareReasonRejected = "client-rejected"
+	ShareReasonExceeded = "delivery-count-exceeded"
+)
+
+// antidoteFailureHeaders are the names that mark an Antidote dead letter.
+var antidoteFailureHeaders = map[string]bool{
+	HeaderStage: true, HeaderReason: true, HeaderClass: true, HeaderErrorType: true,
+	HeaderErrorStage: true, HeaderErrorMessage: true, HeaderOriginalTopic: true,
+	HeaderOriginalPartition: true, HeaderOriginalOffset: true, HeaderOriginalTimestamp: true,
+	HeaderOriginalHeaders: true, HeaderGroup: true, HeaderClientID: true, HeaderAttempts: true,
+	HeaderFirstFailure: true, HeaderLastFailure: true,
+}
+
+// dialectOf returns the dialect a header belongs to, or DialectUnknown.
+func dialectOf(key string) Dialect {
+	switch {
+	case antidoteFailureHeaders[key]:
+		return DialectAntidote
+	case hasPrefix(key, SpringPrefix):
+		return DialectSpring
+	case hasPrefix(key, ConnectPrefix):
+		return DialectConnect
+	case hasPrefix(key, StreamsPrefix):
+		return DialectStreams
+	case hasPrefix(key, SharePrefix):
+		return DialectShareGroup
+	}
+	return DialectUnknown
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

@@ -1,0 +1,428 @@
+package deadletter
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Record is one record of a dead-letter topic, as read.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+}
+
+// RecordOf returns r as a [Record]. Byte slices are shared, not copied.
+func RecordOf(r *kgo.Record) Record {
+	hs := make([]Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return Record{
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+		Key: r.Key, Value: r.Value, Headers: hs,
+	}
+}
+
+// Letter is one dead letter, read from any [Dialect]: where the record came
+// from, why it failed, and the original record.
+//
+// Fields a dialect does not carry are left at their "unknown" value: ""
+// for strings, -1 for OriginalPartition, OriginalOffset and Task, the zero
+// time, 0 for Attempts.
+type Letter struct {
+	Dialect Dialect
+	// Record is the dead-letter record itself.
+	Record Record
+
+	OriginalTopic     string
+	OriginalPartition int32
+	OriginalOffset    int64
+	OriginalTimestamp time.Time
+
+	// Stage is where the record failed: Antidote's stage
+	// (deserialize-key, deserialize-value, process); Connect's stage
+	// (KEY_CONVERTER, VALUE_CONVERTER, TRANSFORMATION, TASK_PUT, ...);
+	// for Spring, deserialize-key when the key exception headers are
+	// present, deserialize-value for a DeserializationException, process
+	// for a ListenerExecutionFailedException.
+	Stage string
+	// Class is Antidote's failure class (permanent, transient,
+	// unclassified).
+	Class string
+	// Reason is Antidote's reason (permanent, retries-exhausted,
+	// retry-disabled), or a share group's (client-rejected,
+	// delivery-count-exceeded).
+	Reason string
+	// ErrorType is the error's type: a Go type for Antidote, an exception
+	// class for the others.
+	ErrorType string
+	// CauseType is the class of the exception's cause (Spring only).
+	CauseType  string
+	Message    string
+	StackTrace string
+	// Attempts is how many times the record was tried: Antidote's
+	// attempts, a share group's delivery count.
+	Attempts int
+	// Group is the consumer group or share group that gave up.
+	Group     string
+	ClientID  string
+	Connector string // Kafka Connect connector name
+	Task      int    // Kafka Connect task id
+	Executor  string // Kafka Connect: the class that failed (class.name)
+
+	FirstFailure time.Time // Antidote only
+	LastFailure  time.Time // Antidote only
+
+	// OriginalHeaders are the original record's headers, in order: for
+	// Antidote the leading antidote.original.headers headers, for the
+	// other dialects every header but the dialect's own. Nil when they
+	// cannot be told (malformed Antidote headers).
+	OriginalHeaders []Header
+	// Redrives is how many times the original record was redriven: the
+	// value of [HeaderRedriveCount] among the original headers.
+	Redrives int
+}
+
+// Parse reads the dead letter r. The dialect is that of the last failure
+// header of any known dialect, so that a dead letter of a dead letter is
+// read as the outermost one.
+//
+// Parse always returns a non-nil Letter holding what could be decoded.
+// The error is [ErrUnknownDialect] for a record with no known failure
+// headers, and otherwise joins one [*HeaderError] (or [ErrMissingHeader])
+// per malformed header. It never panics. The Letter shares r's byte
+// slices.
+func Parse(r Record) (*Letter, error) {
+	l := &Letter{Record: r, OriginalPartition: -1, OriginalOffset: -1, Task: -1}
+	for i := len(r.Headers) - 1; i >= 0 && l.Dialect == DialectUnknown; i-- {
+		l.Dialect = dialectOf(r.Headers[i].Key)
+	}
+	var errs []error
+	switch l.Dialect {
+	case DialectUnknown:
+		l.OriginalHeaders = r.Headers
+		return l, ErrUnknownDialect
+	case DialectAntidote:
+		errs = parseAntidote(l)
+	case DialectSpring:
+		errs = parseSpring(l)
+	case DialectConnect:
+		errs = parseConnect(l)
+	case DialectStreams:
+		errs = parseStreams(l)
+	case DialectShareGroup:
+		errs = parseShareGroup(l)
+	}
+	if l.OriginalHeaders != nil {
+		if n, ok, err := redriveCount(l.OriginalHeaders); err != nil {
+			errs = append(errs, err)
+		} else if ok {
+			l.Redrives = n
+		}
+	}
+	return l, errors.Join(errs...)
+}
+
+// ParseRecord is [Parse] of a franz-go record.
+func ParseRecord(r *kgo.Record) (*Letter, error) { return Parse(RecordOf(r)) }
+
+// Summary is a one-line description of the failure: the error type (the
+// cause's, when known) and the message.
+func (l *Letter) Summary() string {
+	typ := l.CauseType
+	if typ == "" {
+		typ = l.ErrorType
+	}
+	msg := strings.Join(strings.Fields(l.Message), " ")
+	switch {
+	case typ != "" && msg != "":
+		return typ + ": " + msg
+	case typ != "":
+		return typ
+	case msg != "":
+		return msg
+	}
+	return l.Reason
+}
+
+// headerView indexes the headers of one dialect by name.
+type headerView struct {
+	first, last map[string][]byte
+}
+
+// split returns the headers with prefix (for Antidote: is) as a view, and
+// the others in order.
+func split(hs []Header, is func(string) bool) (headerView, []Header) {
+	v := headerView{first: map[string][]byte{}, last: map[string][]byte{}}
+	others := make([]Header, 0, len(hs))
+	for _, h := range hs {
+		if !is(h.Key) {
+			others = append(others, h)
+			continue
+		}
+		if _, ok := v.first[h.Key]; !ok {
+			v.first[h.Key] = h.Value
+		}
+		v.last[h.Key] = h.Value
+	}
+	return v, others
+}
+
+func prefixed(p string) func(string) bool { return func(k string) bool { return hasPrefix(k, p) } }
+
+// decimals parses decimal header values into their destinations and
+// collects errors. A missing header leaves its destination alone.
+type decoder struct {
+	values map[string][]byte
+	errs   []error
+}
+
+func (d *decoder) str(k string) string { return string(d.values[k]) }
+
+func (d *decoder) bad(k string, e error) {
+	d.errs = append(d.errs, &HeaderError{Key: k, Value: d.values[k], Err: e})
+}
+
+func (d *decoder) int32(k string, dst *int32) {
+	v, ok := d.values[k]
+	if !ok || v == nil {
+		return
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 32)
+	if err != nil {
+		d.bad(k, numErr(err))
+		return
+	}
+	*dst = int32(n)
+}
+
+func (d *decoder) int64(k string, dst *int64) {
+	v, ok := d.values[k]
+	if !ok || v == nil {
+		return
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+	if err != nil {
+		d.bad(k, numErr(err))
+		return
+	}
+	*dst = n
+}
+
+func (d *decoder) int(k string, dst *int) {
+	var n int64
+	had := d.values[k] != nil
+	before := len(d.errs)
+	d.int64(k, &n)
+	if had && len(d.errs) == before {
+		if n < 0 || n > 1<<31-1 {
+			d.bad(k, errors.New("out of range"))
+			return
+		}
+		*dst = int(n)
+	}
+}
+
+// numErr strips strconv's echo of the input, which HeaderError already
+// shows.
+func numErr(err error) error {
+	var ne *strconv.NumError
+	if errors.As(err, &ne) {
+		if errors.Is(ne.Err, strconv.ErrRange) {
+			return errors.New("out of range")
+		}
+		return errors.New("not a decimal number")
+	}
+	return err
+}
+
+// beInt decodes a big-endian integer of exactly size bytes (Java's
+// ByteBuffer.putInt and putLong).
+func (d *decoder) beInt(k string, size int) (int64, bool) {
+	v, ok := d.values[k]
+	if !ok {
+		return 0, false
+	}
+	if len(v) != size {
+		what := "a 4-byte big-endian int"
+		if size == 8 {
+			what = "an 8-byte big-endian long"
+		}
+		d.bad(k, fmt.Errorf("want %s, got %d bytes", what, len(v)))
+		return 0, false
+	}
+	if size == 4 {
+		return int64(int32(binary.BigEndian.Uint32(v))), true
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
+}
+
+func parseAntidote(l *Letter) []error {
+	hs := l.Record.Headers
+	f, err := ParseHeaders(hs)
+	if err == nil {
+		l.OriginalTopic, l.OriginalPartition, l.OriginalOffset = f.Topic, f.Partition, f.Offset
+		l.OriginalTimestamp = f.Timestamp
+		l.Stage, l.Class, l.Reason = string(f.Stage), f.Class, string(f.Reason)
+		l.ErrorType, l.Message = f.ErrorType, f.Message
+		l.Attempts, l.Group, l.ClientID = f.Attempts, f.Group, f.ClientID
+		l.FirstFailure, l.LastFailure = f.First, f.Last
+		l.OriginalHeaders = hs[:f.OriginalHeaders:f.OriginalHeaders]
+		return nil
+	}
+	// Malformed: keep what reads, so that the record can still be shown.
+	v, _ := split(hs, func(k string) bool { return antidoteFailureHeaders[k] })
+	d := &decoder{values: v.last}
+	l.OriginalTopic = d.str(HeaderOriginalTopic)
+	l.Stage, l.Class, l.Reason = d.str(HeaderStage), d.str(HeaderClass), d.str(HeaderReason)
+	l.ErrorType, l.Message = d.str(HeaderErrorType), d.str(HeaderErrorMessage)
+	l.Group, l.ClientID = d.str(HeaderGroup), d.str(HeaderClientID)
+	quiet := &decoder{values: v.last}
+	quiet.int32(HeaderOriginalPartition, &l.OriginalPartition)
+	quiet.int64(HeaderOriginalOffset, &l.OriginalOffset)
+	quiet.int(HeaderAttempts, &l.Attempts)
+	n := -1
+	quiet.int(HeaderOriginalHeaders, &n)
+	if n >= 0 && n <= len(hs) {
+		// The count reads: the original headers are known even though
+		// another failure header is malformed.
+		l.OriginalHeaders = hs[:n:n]
+	}
+	return []error{err}
+}
+
+func parseSpring(l *Letter) []error {
+	v, others := split(l.Record.Headers, prefixed(SpringPrefix))
+	l.OriginalHeaders = others
+	// Spring appends the original-* headers again on every hop when
+	// appendOriginalHeaders is set: the first are the record's source.
+	// The exception headers of a previous hop are stripped by default,
+	// and the newest are last.
+	first := &decoder{values: v.first}
+	last := &decoder{values: v.last}
+	l.OriginalTopic = first.str(SpringOriginalTopic)
+	if p, ok := first.beInt(SpringOriginalPartition, 4); ok {
+		l.OriginalPartition = int32(p)
+	}
+	if o, ok := first.beInt(SpringOriginalOffset, 8); ok {
+		l.OriginalOffset = o
+	}
+	if ms, ok := first.beInt(SpringOriginalTimestamp, 8); ok && ms >= 0 {
+		l.OriginalTimestamp = time.UnixMilli(ms).UTC()
+	}
+	l.Group = first.str(SpringOriginalGroup)
+	if _, ok := v.last[SpringKeyExceptionFQCN]; ok {
+		l.Stage = string(StageDeserializeKey)
+		l.ErrorType = last.str(SpringKeyExceptionFQCN)
+		l.Message = last.str(SpringKeyExceptionMessage)
+		l.StackTrace = last.str(SpringKeyExceptionStack)
+	} else {
+		l.ErrorType = last.str(SpringExceptionFQCN)
+		l.Message = last.str(SpringExceptionMessage)
+		l.StackTrace = last.str(SpringExceptionStacktrace)
+	}
+	l.CauseType = last.str(SpringExceptionCauseFQCN)
+	if l.Stage == "" {
+		switch {
+		case strings.HasSuffix(l.ErrorType, "DeserializationException"), strings.HasSuffix(l.CauseType, "DeserializationException"):
+			l.Stage = string(StageDeserializeValue)
+		case strings.HasSuffix(l.ErrorType, ".ListenerExecutionFailedException"):
+			l.Stage = string(StageProcess)
+		}
+	}
+	return append(first.errs, last.errs...)
+}
+
+func parseConnect(l *Letter) []error {
+	v, others := split(l.Record.Headers, prefixed(ConnectPrefix))
+	l.OriginalHeaders = others
+	// Connect adds a context header only when the record has none of that
+	// name yet: the first is the one that counts.
+	d := &decoder{values: v.first}
+	l.OriginalTopic = d.str(ConnectTopic)
+	d.int32(ConnectPartition, &l.OriginalPartition)
+	d.int64(ConnectOffset, &l.OriginalOffset)
+	if l.OriginalTopic == "" {
+		l.OriginalPartition, l.OriginalOffset = -1, -1
+	}
+	l.OriginalTimestamp = l.Record.Timestamp // Connect keeps the source timestamp
+	l.Connector = d.str(ConnectConnector)
+	var task int32 = -1
+	d.int32(ConnectTask, &task)
+	l.Task = int(task)
+	l.Stage = d.str(ConnectStage)
+	l.Executor = d.str(ConnectClass)
+	l.ErrorType = d.str(ConnectException)
+	l.Message = d.str(ConnectExceptionMessage)
+	l.StackTrace = d.str(ConnectExceptionStack)
+	return d.errs
+}
+
+func parseStreams(l *Letter) []error {
+	v, others := split(l.Record.Headers, prefixed(StreamsPrefix))
+	l.OriginalHeaders = others
+	d := &decoder{values: v.last}
+	l.OriginalTopic = d.str(StreamsTopic)
+	d.int32(StreamsPartition, &l.OriginalPartition)
+	d.int64(StreamsOffset, &l.OriginalOffset)
+	if l.OriginalTopic == "" {
+		l.OriginalPartition, l.OriginalOffset = -1, -1
+	}
+	l.OriginalTimestamp = l.Record.Timestamp // the failed record's timestamp
+	l.ErrorType = d.str(StreamsException)
+	l.Message = d.str(StreamsMessage)
+	l.StackTrace = d.str(StreamsStacktrace)
+	return d.errs
+}
+
+func parseShareGroup(l *Letter) []error {
+	v, others := split(l.Record.Headers, prefixed(SharePrefix))
+	l.OriginalHeaders = others
+	d := &decoder{values: v.last}
+	l.OriginalTopic = d.str(ShareTopic)
+	d.int32(SharePartition, &l.OriginalPartition)
+	d.int64(ShareOffset, &l.OriginalOffset)
+	l.Group = d.str(ShareGroup)
+	d.int(ShareDeliveryCount, &l.Attempts)
+	l.Message = d.str(ShareMessage)
+	switch l.Message {
+	case ShareMessageRejected:
+		l.Reason = ShareReasonRejected
+	case ShareMessageExceeded:
+		l.Reason = ShareReasonExceeded
+	}
+	return d.errs
+}
+
+// redriveCount returns the last redrive count among hs.
+func redriveCount(hs []Header) (n int, ok bool, err error) {
+	var v []byte
+	for _, h := range hs {
+		if h.Key == HeaderRedriveCount {
+			v, ok = h.Value, true
+		}
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	d := &decoder{values: map[string][]byte{HeaderRedriveCount: v}}
+	if v == nil {
+		d.bad(HeaderRedriveCount, errors.New("null"))
+	}
+	d.int(HeaderRedriveCount, &n)
+	if len(d.errs) > 0 {
+		return 0, false, d.errs[0]
+	}
+	return n, true, nil
+}
