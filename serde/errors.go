@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/antidote-kafka/antidote/failure"
 )
@@ -47,12 +48,19 @@ type Error struct {
 	Err error
 }
 
-// Error returns e.g. "serde: value: gzip: gzip: invalid header".
+// Error returns e.g. "serde: value: gzip: invalid header". When the wrapped
+// message already starts with the stage name (encoding/json's "json: ...",
+// compress/gzip's "gzip: ..."), the name is not repeated.
 func (e *Error) Error() string {
-	if e.Part == 0 {
-		return "serde: " + e.Stage + ": " + e.Err.Error()
+	msg := e.Err.Error()
+	prefix := "serde: "
+	if e.Part != 0 {
+		prefix += e.Part.String() + ": "
 	}
-	return "serde: " + e.Part.String() + ": " + e.Stage + ": " + e.Err.Error()
+	if strings.HasPrefix(msg, e.Stage+": ") {
+		return prefix + msg
+	}
+	return prefix + e.Stage + ": " + msg
 }
 
 // Unwrap returns e.Err.
