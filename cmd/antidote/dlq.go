@@ -178,6 +178,28 @@ func (s *dlqSession) scan(ctx context.Context, cfg deadletter.ScanConfig, fn fun
 }
 
 // letters reads every letter the filter selects.
+// load connects to the cluster and reads the letters the flags select, as of
+// now. The caller closes the session.
+func (f *dlqFlags) load(cmd *cobra.Command, now time.Time) (*dlqSession, []dlqEntry, error) {
+	if err := f.resolveTopic(); err != nil {
+		return nil, nil, err
+	}
+	flt, err := f.filter(now)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := openDLQ(cmd.Context(), cmd, f.topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	es, err := s.letters(cmd.Context(), flt)
+	if err != nil {
+		s.close()
+		return nil, nil, err
+	}
+	return s, es, nil
+}
+
 func (s *dlqSession) letters(ctx context.Context, f deadletter.Filter) ([]dlqEntry, error) {
 	var out []dlqEntry
 	err := s.scan(ctx, deadletter.ScanConfig{}, func(l *deadletter.Letter, err error) error {
@@ -208,24 +230,12 @@ error, and its age. Malformed failure headers are noted in the REASON column
   antidote dlq ls --topic orders.dlq --original-topic orders --class permanent -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.resolveTopic(); err != nil {
-				return err
-			}
 			now := time.Now()
-			flt, err := f.filter(now)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			s, err := openDLQ(ctx, cmd, f.topic)
+			s, es, err := f.load(cmd, now)
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			es, err := s.letters(ctx, flt)
-			if err != nil {
-				return err
-			}
 			if s.g.json() {
 				return writeDLQJSON(cmd.OutOrStdout(), dlqListJSON(es))
 			}
@@ -344,23 +354,11 @@ func newDLQStatsCmd() *cobra.Command {
   antidote dlq stats --topic orders.dlq --since 24h -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.resolveTopic(); err != nil {
-				return err
-			}
-			flt, err := f.filter(time.Now())
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			s, err := openDLQ(ctx, cmd, f.topic)
+			s, es, err := f.load(cmd, time.Now())
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			es, err := s.letters(ctx, flt)
-			if err != nil {
-				return err
-			}
 			st := countDLQ(f.topic, es)
 			if s.g.json() {
 				return writeDLQJSON(cmd.OutOrStdout(), st)
