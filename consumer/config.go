@@ -83,6 +83,20 @@ type Config[K, V any] struct {
 	// Logger receives structured logs; record-level lines carry topic,
 	// partition, offset and timestamp. Optional: slog.Default().
 	Logger *slog.Logger
+	// Skip chooses failures to skip, before any retry or dead letter: a
+	// record for which it returns true is logged, counted as skipped and
+	// passed. Optional. For example, a service that handles only some of
+	// the record types of a shared Avro topic:
+	//
+	//	Skip: func(_ deadletter.Stage, err error) bool { return avro.IsUnknownType(err) },
+	//
+	// It is called from partition workers concurrently and must not block.
+	Skip func(stage deadletter.Stage, err error) bool
+	// Dependencies report the state of the consumer's dependencies (a
+	// schema registry's circuit breaker, say) by name, in
+	// [Stats.Dependencies]. Optional. Each function must be cheap and
+	// safe for concurrent use.
+	Dependencies map[string]func() string
 }
 
 // DeadLetterConfig configures the dead-letter topic.

@@ -27,10 +27,10 @@ type Consumer[K, V any] struct {
 	stats      stats
 
 	retryOff atomic.Bool
-	// retryChanged is closed and replaced whenever the kill switch flips,
-	// so that sleeping retries wake up and re-decide.
-	retryMu      sync.Mutex
-	retryChanged chan struct{}
+	// wakeCh is closed and replaced to wake every sleeping retry: when the
+	// kill switch flips, or on WakeRetries.
+	wakeMu sync.Mutex
+	wakeCh chan struct{}
 
 	mu    sync.Mutex
 	parts map[tp]*partition[K, V]
@@ -83,7 +83,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		classifier:   cfg.Classifier,
 		log:          cfg.Logger.With("group", cfg.Group),
 		parts:        make(map[tp]*partition[K, V]),
-		retryChanged: make(chan struct{}),
+		wakeCh:       make(chan struct{}),
 	}
 	c.retryOff.Store(off)
 
@@ -259,20 +259,34 @@ func (c *Consumer[K, V]) SetRetryEnabled(on bool) {
 	if c.retryOff.Swap(!on) == !on {
 		return
 	}
-	c.retryMu.Lock()
-	close(c.retryChanged)
-	c.retryChanged = make(chan struct{})
-	c.retryMu.Unlock()
+	c.WakeRetries()
 	c.log.Warn("kill switch flipped", "retry_enabled", on)
 }
 
 // RetryEnabled reports the kill switch.
 func (c *Consumer[K, V]) RetryEnabled() bool { return !c.retryOff.Load() }
 
-func (c *Consumer[K, V]) retrySignal() <-chan struct{} {
-	c.retryMu.Lock()
-	defer c.retryMu.Unlock()
-	return c.retryChanged
+// WakeRetries ends the backoff of every record sleeping in a retry: each is
+// tried again at once. Call it when a dependency recovers, so that paused
+// partitions resume without waiting out their backoff; for example, from a
+// schema-registry circuit breaker:
+//
+//	reg.Breaker().OnStateChange(func(_, to avro.State) {
+//		if to == avro.Closed {
+//			c.WakeRetries()
+//		}
+//	})
+func (c *Consumer[K, V]) WakeRetries() {
+	c.wakeMu.Lock()
+	close(c.wakeCh)
+	c.wakeCh = make(chan struct{})
+	c.wakeMu.Unlock()
+}
+
+func (c *Consumer[K, V]) wakeSignal() <-chan struct{} {
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	return c.wakeCh
 }
 
 // Skip settles the record that partition topic/part is stuck on (retrying
@@ -300,12 +314,19 @@ func (c *Consumer[K, V]) Stats() Stats {
 		}
 	}
 	c.mu.Unlock()
+	if len(c.cfg.Dependencies) > 0 {
+		s.Dependencies = make(map[string]string, len(c.cfg.Dependencies))
+		for name, state := range c.cfg.Dependencies {
+			s.Dependencies[name] = state()
+		}
+	}
 	return s
 }
 
-// sleep waits d, or until ctx ends or the kill switch flips.
+// sleep waits d, or until ctx ends or retries are woken (the kill switch,
+// WakeRetries).
 func (c *Consumer[K, V]) sleep(ctx context.Context, d time.Duration) error {
-	sig := c.retrySignal()
+	sig := c.wakeSignal()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -313,4 +314,56 @@ func parse(t *testing.T, r *kgo.Record) *deadletter.Failure {
 		t.Fatal(err)
 	}
 	return f
+}
+
+var errNotMine = errors.New("record type not handled here")
+
+// TestSkipFuncWakeAndDependencies: Config.Skip skips chosen failures;
+// WakeRetries ends a long backoff at once; Stats reports dependencies.
+func TestSkipFuncWakeAndDependencies(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "skipfn", "other-type", "flaky", "fine")
+	var down atomic.Bool
+	down.Store(true)
+	var tries atomic.Int32
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		switch r.Value {
+		case "other-type":
+			return failure.Permanent(fmt.Errorf("decode: %w", errNotMine))
+		case "flaky":
+			tries.Add(1)
+			if down.Load() {
+				return failure.Transient(errors.New("registry down"))
+			}
+		}
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.Skip = func(_ deadletter.Stage, err error) bool {
+			if errors.Is(err, errNotMine) {
+				return true
+			}
+			panic("a bug in the skip function") // must not crash the consumer
+		}
+		cfg.Policy.Process.Transient.Retry = backoff.Fixed(time.Hour)
+		cfg.Dependencies = map[string]func() string{"registry": func() string {
+			if down.Load() {
+				return "open"
+			}
+			return "closed"
+		}}
+	})
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "stuck on the flaky record", func() bool { return len(cons.Stats().Stuck) == 1 })
+	if s := cons.Stats(); s.Skipped != 1 || s.Dependencies["registry"] != "open" {
+		t.Fatalf("stats %+v; want 1 skipped and registry open", s)
+	}
+	down.Store(false)
+	cons.WakeRetries() // without it the record would sleep for an hour
+	waitFor(t, 30*time.Second, "all settled", func() bool { return cons.Stats().Processed == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := cons.Stats(); s.DeadLettered != 0 || s.Dependencies["registry"] != "closed" || tries.Load() != 2 {
+		t.Fatalf("stats %+v, tries %d; want nothing dead-lettered, registry closed, 2 tries", s, tries.Load())
+	}
 }

@@ -357,6 +357,9 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 		if skipped() {
 			return p.skip(rec, stage, err, attempt, "operator")
 		}
+		if c.cfg.Skip != nil && p.skipFunc(rec, stage, err) {
+			return p.skip(rec, stage, err, attempt, "Config.Skip")
+		}
 		class := c.classify(stage, err)
 		out := c.policy.outcome(stage, class)
 		if c.retryOff.Load() {
@@ -389,6 +392,17 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 		}
 		return p.act(rec, stage, class, err, attempt, first, reason, out.Then)
 	}
+}
+
+// skipFunc asks Config.Skip; a panic in it counts as "no" and is logged.
+func (p *partition[K, V]) skipFunc(rec *kgo.Record, stage deadletter.Stage, err error) (skip bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("Config.Skip panicked; the failure is settled by the policy", append(recordAttrs(rec), "panic", v)...)
+			skip = false
+		}
+	}()
+	return p.c.cfg.Skip(stage, err)
 }
 
 // classify applies the classifier and the deserialize-stage rule: an

@@ -31,6 +31,8 @@ type Stats struct {
 	RetryEnabled bool
 	// Stuck lists the partitions retrying a record right now.
 	Stuck []Stuck
+	// Dependencies is the state of each of [Config.Dependencies].
+	Dependencies map[string]string
 }
 
 // OutcomeKey indexes [Stats.Outcomes].

@@ -47,18 +47,14 @@
 //
 // A writer type with no Go type fails with an [*UnknownTypeError] naming
 // the type. It is permanent, so by default the record is dead-lettered. A
-// service that only wants some of the types skips the others by matching
-// [IsUnknownType] where failures are settled. Until the consumer can skip
-// by error, wrap the deserializer with serde.Fallback and return a marker
-// value that the handler ignores:
+// service that only wants some of the types skips the others, counted, with
+// the consumer's Skip hook:
 //
-//	type skipped struct{}
-//	value := serde.Fallback[any](d, func(_ context.Context, _ serde.Meta, _ []byte, err error) (any, error) {
-//		if avro.IsUnknownType(err) {
-//			return skipped{}, nil
-//		}
-//		return nil, err
-//	})
+//	consumer.Config[[]byte, any]{
+//		Value: d,
+//		Skip:  func(_ deadletter.Stage, err error) bool { return avro.IsUnknownType(err) },
+//		...
+//	}
 //
 // # Errors
 //

@@ -111,10 +111,19 @@ func TestIntegrationRegistryOutage(t *testing.T) {
 		}},
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Logger:     quietLogger(),
+		Dependencies: map[string]func() string{
+			"schema-registry": func() string { return reg.Breaker().State().String() },
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Partitions sleeping in a retry resume the moment the breaker closes.
+	reg.Breaker().OnStateChange(func(_, to avro.State) {
+		if to == avro.Closed {
+			c.WakeRetries()
+		}
+	})
 	stop := runConsumer(t, c)
 	defer stop()
 
@@ -139,6 +148,9 @@ func TestIntegrationRegistryOutage(t *testing.T) {
 	during, cpu := calls.Load()-before, cpuTime(t)-cpu0
 	if n := got.count(); n != parts*perPart {
 		t.Fatalf("%d records processed during the outage, want %d", n, parts*perPart)
+	}
+	if state := c.Stats().Dependencies["schema-registry"]; state == avro.Closed.String() {
+		t.Errorf("consumer stats show the registry breaker %s during the outage", state)
 	}
 	sreg.Start(t)
 	waitFor(t, "second batch", time.Minute, func() bool { return got.count() == 2*parts*perPart })
