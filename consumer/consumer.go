@@ -36,7 +36,8 @@ type Consumer[K, V any] struct {
 	parts map[tp]*partition[K, V]
 
 	runOnce  atomic.Bool
-	runCtx   context.Context
+	runDone  chan struct{}   // closed when Run returns
+	runCtx   context.Context // ended by Run's ctx, a halt or Close
 	stop     context.CancelCauseFunc
 	workers  sync.WaitGroup
 	haltOnce sync.Once
@@ -78,14 +79,16 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		cfg.Classifier = failure.Default()
 	}
 	c := &Consumer[K, V]{
-		cfg:          cfg,
-		policy:       cfg.Policy.resolve(),
-		classifier:   cfg.Classifier,
-		log:          cfg.Logger.With("group", cfg.Group),
-		parts:        make(map[tp]*partition[K, V]),
-		wakeCh:       make(chan struct{}),
+		cfg:        cfg,
+		policy:     cfg.Policy.resolve(),
+		classifier: cfg.Classifier,
+		log:        cfg.Logger.With("group", cfg.Group),
+		parts:      make(map[tp]*partition[K, V]),
+		wakeCh:     make(chan struct{}),
+		runDone:    make(chan struct{}),
 	}
 	c.retryOff.Store(off)
+	c.runCtx, c.stop = context.WithCancelCause(context.Background())
 
 	opts := make([]kgo.Opt, 0, len(cfg.ClientOpts)+12)
 	if len(cfg.Brokers) > 0 {
@@ -122,19 +125,20 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 func (c *Consumer[K, V]) Client() *kgo.Client { return c.cl }
 
 // Run consumes until ctx is done or a failure's policy halts the consumer,
-// then shuts down: in-flight work is abandoned without being committed,
+// then shuts down: in-flight work is abandoned without being committed (dead
+// letters in flight get DeadLetterConfig.WriteTimeout to be acknowledged),
 // settled offsets are committed, and the member leaves the group. It returns
-// nil after ctx ends, a *HaltError after a halt, or a client error. Run may be
-// called once; the consumer cannot be reused after it returns.
+// nil after ctx ends or Close, and a *HaltError after a halt. Group and fetch
+// errors (an unauthorized topic, say) are logged and retried by the client,
+// not returned. Run may be called once; the consumer cannot be reused after
+// it returns.
 func (c *Consumer[K, V]) Run(ctx context.Context) error {
 	if !c.runOnce.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	runCtx, stop := context.WithCancelCause(ctx)
-	c.mu.Lock()
-	c.runCtx, c.stop = runCtx, stop
-	c.mu.Unlock()
-	defer stop(nil)
+	defer close(c.runDone)
+	runCtx := c.runCtx
+	defer context.AfterFunc(ctx, func() { c.stop(nil) })()
 
 	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load())
 	for {
@@ -182,6 +186,20 @@ func (c *Consumer[K, V]) shutdown() error {
 		return c.haltErr
 	}
 	return nil
+}
+
+// Close stops the consumer. If Run is running, Close stops it as if its ctx
+// had ended and waits for it to return; if Run was never called, Close
+// closes the client (New has already joined the group). Close may be called
+// more than once.
+func (c *Consumer[K, V]) Close() {
+	c.stop(nil)
+	if c.runOnce.CompareAndSwap(false, true) {
+		close(c.runDone)
+		c.cl.Close()
+		return
+	}
+	<-c.runDone
 }
 
 // halt stops Run with err.
@@ -323,10 +341,9 @@ func (c *Consumer[K, V]) Stats() Stats {
 	return s
 }
 
-// sleep waits d, or until ctx ends or retries are woken (the kill switch,
+// sleep waits d, or until ctx ends or wake is closed (the kill switch,
 // WakeRetries).
-func (c *Consumer[K, V]) sleep(ctx context.Context, d time.Duration) error {
-	sig := c.wakeSignal()
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -334,7 +351,7 @@ func (c *Consumer[K, V]) sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
-	case <-sig:
+	case <-wake:
 		return nil
 	}
 }

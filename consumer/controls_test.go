@@ -68,7 +68,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Client().Close()
+		c.Close() // never run: closes the client
+		c.Close()
+		if err := c.Run(context.Background()); !errors.Is(err, consumer.ErrClosed) {
+			t.Fatalf("Run after Close = %v; want ErrClosed", err)
+		}
 	})
 }
 
@@ -365,5 +369,24 @@ func TestSkipFuncWakeAndDependencies(t *testing.T) {
 	}
 	if s := cons.Stats(); s.DeadLettered != 0 || s.Dependencies["registry"] != "closed" || tries.Load() != 2 {
 		t.Fatalf("stats %+v, tries %d; want nothing dead-lettered, registry closed, 2 tries", s, tries.Load())
+	}
+}
+
+// TestCloseStopsRun: Close stops a running consumer and waits for Run.
+func TestCloseStopsRun(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "close", "a")
+	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil }, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- cons.Run(context.Background()) }()
+	waitFor(t, 30*time.Second, "processed", func() bool { return cons.Stats().Processed == 1 })
+	cons.Close()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Run = %v after Close; want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
 	}
 }

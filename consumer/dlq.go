@@ -57,17 +57,28 @@ type dlqTarget struct {
 // letter is one dead letter on its way to the dead-letter topic.
 type letter struct {
 	src      *kgo.Record
-	out      *kgo.Record
+	tmpl     kgo.Record // the dead letter; each send produces a copy
 	stage    deadletter.Stage
 	class    failure.Class
 	reason   deadletter.Reason
 	cause    error // the failure that dead-lettered src
 	attempts int   // tries of src before it was dead-lettered
 	tries    int   // write attempts so far
+	lastWait time.Duration
+	skipped  bool // settled as skipped by an operator instead
 
-	done chan struct{} // closed when the write is acknowledged or failed
-	err  error         // the write's error, read after done
+	cur *write // the latest write attempt
 }
+
+// write is one attempt to write a letter.
+type write struct {
+	done chan struct{} // closed when acknowledged or failed
+	err  error         // read after done
+}
+
+// ok reports whether the latest write was acknowledged; it must be called
+// after done was closed.
+func (l *letter) ok() bool { return l.cur.err == nil }
 
 // newLetter builds the dead letter of rec: rec's key, value and headers byte
 // for byte, then the failure headers of f.
@@ -78,63 +89,78 @@ func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause erro
 		hs = append(hs, deadletter.Header{Key: h.Key, Value: h.Value})
 	}
 	hs = f.AppendHeaders(hs)
-	out := &kgo.Record{
+	l := &letter{src: rec, stage: f.Stage, reason: f.Reason, cause: cause}
+	l.tmpl = kgo.Record{
 		Topic:   w.tmpl.Name(rec.Topic, w.group),
 		Key:     rec.Key,
 		Value:   rec.Value,
 		Headers: make([]kgo.RecordHeader, len(hs)),
 	}
 	for i, h := range hs {
-		out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		l.tmpl.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
-	return &letter{src: rec, out: out, stage: f.Stage, reason: f.Reason, cause: cause}
+	return l
 }
 
 // send starts writing l without waiting: l.done is closed when the broker
 // acknowledged the write or it failed (l.err).
+//
+// The write does not end with the partition's context: a letter in flight
+// at a revoke or a shutdown gets WriteTimeout to be acknowledged, so that
+// it is committed rather than written again after the restart. Each send
+// produces a fresh record: an abandoned one may still be in franz-go's
+// hands.
 func (w *dlqWriter) send(ctx context.Context, l *letter) {
-	l.done = make(chan struct{})
+	wr := &write{done: make(chan struct{})}
+	l.cur = wr
 	l.tries++
 	sources, err := w.sourcePartitions(ctx, l.src.Topic)
 	if err == nil {
-		err = w.ensureTopic(ctx, l.out.Topic, sources)
+		err = w.ensureTopic(ctx, l.tmpl.Topic, sources)
 	}
 	if err != nil {
-		l.err = err
-		close(l.done)
+		wr.err = err
+		close(wr.done)
 		return
 	}
-	actx, cancel := context.WithTimeout(ctx, w.timeout)
-	l.out.Context = context.WithValue(actx, partitionKey{}, dlqTarget{l.src.Partition, sources})
-	w.cl.Produce(actx, l.out, func(_ *kgo.Record, err error) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
+	out := l.tmpl
+	out.Context = context.WithValue(actx, partitionKey{}, dlqTarget{l.src.Partition, sources})
+	w.cl.Produce(actx, &out, func(_ *kgo.Record, err error) {
 		cancel()
-		l.err = err
-		close(l.done)
+		wr.err = err
+		close(wr.done)
 	})
 }
 
 // resend writes a letter whose write failed, retrying under the write
-// policy until it is acknowledged or ctx ends.
+// policy until it is acknowledged or ctx ends. A policy that gives up keeps
+// waiting its last wait (at least a second) between writes: a dead letter is
+// never dropped. When ctx ends, a write still in flight is abandoned.
 func (w *dlqWriter) resend(ctx context.Context, l *letter) error {
 	for {
-		if l.err == nil {
+		if l.ok() {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		w.stats.dlqWriteErrors.Add(1)
-		wait, _ := backoff.Next(w.retry, l.tries, 0, l.err)
+		wait, ok := backoff.Next(w.retry, l.tries, 0, l.cur.err)
+		if !ok {
+			wait = max(l.lastWait, time.Second)
+		}
+		l.lastWait = wait
 		w.log.Error("dead-letter write failed; the partition waits and retries",
-			append(recordAttrs(l.src), "dlq_topic", l.out.Topic, "attempt", l.tries, "wait", wait, "err", l.err)...)
+			append(recordAttrs(l.src), "dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", wait, "err", l.cur.err)...)
 		if err := backoff.Sleep(ctx, wait); err != nil {
 			return err
 		}
 		w.send(ctx, l)
 		select {
-		case <-l.done:
+		case <-l.cur.done:
 		case <-ctx.Done():
-			<-l.done // the record's context is ctx: franz-go fails it promptly
+			return ctx.Err()
 		}
 	}
 }

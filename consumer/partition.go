@@ -135,7 +135,7 @@ func (p *partition[K, V]) idle() bool {
 	var oldest <-chan struct{}
 	if len(p.pending) > 0 {
 		if l := p.pending[0].l; l != nil {
-			oldest = l.done
+			oldest = l.cur.done
 		} else {
 			return p.reap(false)
 		}
@@ -166,6 +166,10 @@ func (p *partition[K, V]) settle(rec *kgo.Record, l *letter) bool {
 	return p.reap(block)
 }
 
+// stuckAfter is how long a partition may wait for its oldest dead letter
+// before it shows as stuck (Stats.Stuck) and can be skipped by an operator.
+const stuckAfter = time.Second
+
 // reap takes acknowledged letters off the front of pending and marks the
 // records settled before the first letter still in flight. With block, it
 // waits for the oldest letter first. A failed write is retried here, while
@@ -181,20 +185,20 @@ func (p *partition[K, V]) reap(block bool) bool {
 		e := p.pending[0]
 		if e.l != nil {
 			if block {
-				select {
-				case <-e.l.done:
-				case <-p.ctx.Done():
+				if !p.await(e.l) {
 					return false
 				}
 				block = false
 			}
-			select {
-			case <-e.l.done:
-			default:
-				return true // still in flight
-			}
-			if e.l.err != nil && !p.rewrite(e.l) {
-				return false
+			if !e.l.skipped {
+				select {
+				case <-e.l.cur.done:
+				default:
+					return true // still in flight
+				}
+				if !e.l.ok() && !p.rewrite(e.l) {
+					return false
+				}
 			}
 			p.letterDone(e.l)
 			p.inflight--
@@ -207,6 +211,35 @@ func (p *partition[K, V]) reap(block bool) bool {
 	return true
 }
 
+// await waits for the latest write of l. After stuckAfter the partition
+// shows as stuck, and an operator skip settles l as skipped. It returns
+// false when the worker must stop.
+func (p *partition[K, V]) await(l *letter) bool {
+	t := time.NewTimer(stuckAfter)
+	defer t.Stop()
+	select {
+	case <-l.cur.done:
+		return true
+	case <-p.ctx.Done():
+		return false
+	case <-t.C:
+	}
+	rctx, rcancel := context.WithCancelCause(p.ctx)
+	defer rcancel(nil)
+	p.setRetrying(true, l.src.Offset, l.tries, rcancel)
+	defer p.setRetrying(false, -1, 0, nil)
+	select {
+	case <-l.cur.done:
+		return true
+	case <-rctx.Done():
+		if errors.Is(context.Cause(rctx), errSkipped) {
+			l.skipped = true
+			return true
+		}
+		return false
+	}
+}
+
 // rewrite retries a failed dead-letter write until it is acknowledged. The
 // partition is paused meanwhile and counts as stuck, so an operator can skip
 // the record. It returns false when the worker must stop.
@@ -217,8 +250,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 	defer p.setRetrying(false, -1, 0, nil)
 	if err := p.c.dlq.resend(rctx, l); err != nil {
 		if errors.Is(context.Cause(rctx), errSkipped) {
-			l.err = nil
-			l.reason = "operator"
+			l.skipped = true
 			return true // settled as skipped; see letterDone
 		}
 		return false
@@ -226,17 +258,27 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 	return true
 }
 
-// drain runs when the worker stops: it waits for the letters in flight
-// (their contexts are done, so unsent ones fail at once) and marks what was
-// acknowledged, without retrying failures.
+// drain runs when the worker stops: it gives the letters in flight up to
+// the write timeout to be acknowledged and marks the records settled before
+// the first that was not, without retrying failures. Records after it stay
+// unsettled and are redelivered.
 func (p *partition[K, V]) drain() {
 	var last *kgo.Record
+	grace := time.NewTimer(p.c.cfg.DeadLetter.WriteTimeout)
+	defer grace.Stop()
+loop:
 	for _, e := range p.pending {
-		if e.l != nil {
-			<-e.l.done
-			if e.l.err != nil {
+		if e.l != nil && !e.l.skipped {
+			select {
+			case <-e.l.cur.done:
+			case <-grace.C:
+				break loop
+			}
+			if !e.l.ok() {
 				break
 			}
+		}
+		if e.l != nil {
 			p.letterDone(e.l)
 		}
 		last = e.rec
@@ -249,9 +291,9 @@ func (p *partition[K, V]) drain() {
 
 // letterDone counts and logs an acknowledged (or operator-skipped) letter.
 func (p *partition[K, V]) letterDone(l *letter) {
-	if l.reason == "operator" {
+	if l.skipped {
 		p.c.stats.failure(l.stage, l.class, "skipped")
-		p.log.Warn("record skipped while its dead-letter write was failing", append(recordAttrs(l.src), "stage", l.stage, "why", "operator", "err", l.cause)...)
+		p.log.Warn("record skipped while its dead letter was not acknowledged", append(recordAttrs(l.src), "stage", l.stage, "why", "operator", "err", l.cause)...)
 		return
 	}
 	p.c.stats.failure(l.stage, l.class, "dead-lettered")
@@ -358,13 +400,18 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			return p.skip(rec, stage, err, attempt, "operator")
 		}
 		if c.cfg.Skip != nil && p.skipFunc(rec, stage, err) {
+			p.setRetrying(false, -1, 0, nil)
 			return p.skip(rec, stage, err, attempt, "Config.Skip")
 		}
+		// Taken before the kill switch is read, so that a flip between the
+		// two still wakes the sleep below.
+		wake := c.wakeSignal()
 		class := c.classify(stage, err)
 		out := c.policy.outcome(stage, class)
 		if c.retryOff.Load() {
 			// The kill switch: no waiting, straight to the exhausted outcome.
 			if _, canRetry := out.Retry.Next(attempt, time.Since(first)); canRetry {
+				p.setRetrying(false, -1, 0, nil)
 				return p.act(rec, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, out.Then)
 			}
 		} else if wait, ok := backoff.Next(out.Retry, attempt, time.Since(first), err); ok {
@@ -374,12 +421,13 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			if attempt == 1 || attempt%10 == 0 {
 				p.log.Warn("record failed, retrying", append(recordAttrs(rec), "stage", stage, "class", class, "attempt", attempt, "wait", wait, "err", err)...)
 			}
-			if c.sleep(rctx, wait) != nil || c.retryOff.Load() {
+			if sleep(rctx, wait, wake) != nil || c.retryOff.Load() {
 				continue // stopping, skipped or kill switch: re-decide at the top
 			}
 			attempt++
 			stage, err = p.try(rctx, rec, attempt, first)
 			if err == nil {
+				p.setRetrying(false, -1, 0, nil) // no longer skippable
 				c.stats.processed.Add(1)
 				p.log.Info("record recovered after retry", append(recordAttrs(rec), "attempts", attempt)...)
 				return p.settle(rec, nil)
@@ -390,6 +438,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 		if class == failure.ClassPermanent {
 			reason = deadletter.ReasonPermanent
 		}
+		p.setRetrying(false, -1, 0, nil) // settled below: no longer skippable
 		return p.act(rec, stage, class, err, attempt, first, reason, out.Then)
 	}
 }
