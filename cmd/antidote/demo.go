@@ -24,10 +24,12 @@ import (
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/serde"
+	"github.com/antidote-kafka/antidote/serde/avro"
 )
 
 // demoOptions are the flags of antidote demo.
 type demoOptions struct {
+	format     demoFormat
 	records    int
 	produceFor time.Duration
 	outage     time.Duration
@@ -42,11 +44,13 @@ const (
 	demoPartitions = 4
 	demoTopic      = "orders"
 	demoGroup      = "antidote-demo"
-	demoDependency = "inventory database"
 )
 
 func newDemoCmd() *cobra.Command {
-	var o demoOptions
+	var (
+		o      demoOptions
+		format string
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Watch a consumer survive a stream full of poison pills (no setup needed)",
@@ -61,6 +65,14 @@ is flaky. Midway, the inventory database the handler calls goes down for a few
 seconds: the affected partitions pause and retry with backoff, and nothing is
 dead-lettered because of it.
 
+With --format avro, the orders are Avro in the schema-registry wire format,
+with an in-process schema registry. The poison is Avro's: bytes without the
+magic byte, an unknown schema id, truncated Avro, and refunds, a record type
+the service has no Go type for (skipped, and counted). Midway, the schema
+registry goes down instead of the database, as the producer moves to a new
+schema version: the consumer waits for it behind a circuit breaker, without
+spinning, and carries on by itself.
+
 At the end it reads the dead-letter topic back and accounts for every record:
 produced = processed + dead-lettered + skipped, and lost = 0.
 
@@ -69,9 +81,18 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
 		Example: `  antidote demo
   antidote demo --keep          # then try: antidote dlq ls --brokers <addr> --topic orders.dlq
   antidote demo -o json
+  antidote demo --format avro   # Avro, with a schema registry that goes down
   antidote demo --brokers localhost:9092`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch format {
+			case formatJSON.String():
+				o.format = formatJSON
+			case formatAvro.String():
+				o.format = formatAvro
+			default:
+				return usagef("--format %q: must be json or avro", format)
+			}
 			if o.records < 100 {
 				return usagef("--records %d: must be at least 100", o.records)
 			}
@@ -89,8 +110,9 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&format, "format", "json", "format of the orders: json, or avro (with an in-process schema registry)")
 	f.IntVar(&o.records, "records", 20000, "number of records to produce")
-	f.DurationVar(&o.outage, "outage", 3*time.Second, "how long the inventory database is down (0: no outage)")
+	f.DurationVar(&o.outage, "outage", 3*time.Second, "how long the inventory database (with --format avro: the schema registry) is down (0: no outage)")
 	f.BoolVar(&o.keep, "keep", false, "keep the in-process cluster up after the summary, to try antidote dlq on it; Ctrl-C ends it")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log the consumer's warnings and errors to stderr")
 	f.DurationVar(&o.produceFor, "produce-for", 6*time.Second, "spread producing over this long")
@@ -105,11 +127,11 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
 
 // Order is the demo's record value.
 type Order struct {
-	ID          int    `json:"id"`
-	Customer    string `json:"customer"`
-	SKU         string `json:"sku"`
-	Quantity    int    `json:"quantity"`
-	AmountCents int64  `json:"amount_cents"`
+	ID          int    `json:"id" avro:"id"`
+	Customer    string `json:"customer" avro:"customer"`
+	SKU         string `json:"sku" avro:"sku"`
+	Quantity    int    `json:"quantity" avro:"quantity"`
+	AmountCents int64  `json:"amount_cents" avro:"amount_cents"`
 }
 
 // recKey identifies a record of the source topic.
@@ -118,8 +140,38 @@ type recKey struct {
 	offset    int64
 }
 
-// dependency is the simulated inventory database the handler calls.
+// depText is what the demo says about a dependency that goes down.
+type depText struct {
+	name       string // "inventory database"
+	short      string // "database"
+	intro      string // the outage, announced; %v is its duration
+	downEvent  string // what the events say
+	upEvent    string
+	waited     string // the summary's notes
+	failed     string
+	failedNote string
+}
+
+var databaseDep = depText{
+	name:       "inventory database",
+	short:      "database",
+	intro:      "the inventory database the handler calls goes down for %v",
+	downEvent:  "calls fail with a transient error; affected partitions pause and retry with backoff",
+	upEvent:    "partitions resume where they stopped",
+	waited:     "held in their paused partitions, then processed in order",
+	failed:     "failed calls retried",
+	failedNote: "with exponential backoff (50ms, doubling, at most 1s): no busy loop",
+}
+
+// dependency is a dependency of the consumer that goes down midway: the
+// simulated inventory database the handler calls, or the schema registry.
 type dependency struct {
+	depText
+	// takeDown and bringUp, if set, stop and restart it (the database is
+	// down while down is set).
+	takeDown func()
+	bringUp  func() error
+
 	down     atomic.Bool
 	failures atomic.Int64 // calls that failed because it was down
 
@@ -137,14 +189,20 @@ func (d *dependency) call(ctx context.Context) error {
 	}
 	if d.down.Load() {
 		d.failures.Add(1)
-		return failure.Transient(fmt.Errorf("%s: %w", demoDependency, errDependencyDown))
+		return failure.Transient(fmt.Errorf("%s: %w", d.name, errDependencyDown))
 	}
+	d.succeeded()
+	return nil
+}
+
+// succeeded notes a successful call: the first after the outage is its
+// recovery.
+func (d *dependency) succeeded() {
 	d.mu.Lock()
 	if !d.end.IsZero() && d.recovered.IsZero() {
 		d.recovered = time.Now()
 	}
 	d.mu.Unlock()
-	return nil
 }
 
 func (d *dependency) times() (start, end, recovered time.Time) {
@@ -205,7 +263,9 @@ type demoRun struct {
 	dlq     string
 	group   string
 	plan    *demoPlan
-	dep     dependency
+	db      dependency  // the inventory database the handler calls
+	avro    *demoAvro   // with --format avro
+	dep     *dependency // the one that goes down midway: db, or the registry
 	ledger  *ledger
 	live    *live
 	start   time.Time
@@ -216,8 +276,10 @@ type demoRun struct {
 }
 
 func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOptions) error {
-	r := &demoRun{opts: o, g: g, out: stdout, plan: newDemoPlan(o.records, o.seed), ledger: newLedger(o.records)}
+	r := &demoRun{opts: o, g: g, out: stdout, plan: newDemoPlan(o.records, o.seed, o.format), ledger: newLedger(o.records)}
 	r.topic, r.group, r.cluster = demoTopic, demoGroup, "kfake"
+	r.db.depText = databaseDep
+	r.dep = &r.db
 
 	var fake *kfake.Cluster
 	if g.explicit {
@@ -237,6 +299,14 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOpt
 		r.brokers = fake.ListenAddrs()
 	}
 	r.dlq = deadletter.Template(deadletter.DefaultTemplate).Name(r.topic, r.group)
+	if o.format == formatAvro {
+		var err error
+		if r.avro, err = newDemoAvro(ctx, r.topic, g.timeout, r.logger(stderr)); err != nil {
+			return err
+		}
+		defer r.avro.close()
+		r.dep = &r.avro.dep
+	}
 
 	// The live display goes to stdout with the table; with -o json it goes
 	// to stderr, and only when that is a terminal, so stdout stays pure JSON.
@@ -279,8 +349,11 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 		o.records, 100*r.plan.poisonShare(), r.clusterDesc()))
 	r.live.event(fmt.Sprintf("  topic %s (%d partitions), consumer group %s, dead letters to %s",
 		r.topic, demoPartitions, r.group, r.dlq))
+	if r.avro != nil {
+		r.live.event(fmt.Sprintf("  Avro orders, schemas in an in-process schema registry at %s", r.avro.sreg.URL()))
+	}
 	if o.outage > 0 {
-		r.live.event(fmt.Sprintf("  midway, the %s the handler calls goes down for %v", demoDependency, o.outage))
+		r.live.event("  midway, " + fmt.Sprintf(r.dep.intro, o.outage))
 	}
 	r.live.event("")
 
@@ -295,22 +368,42 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 		return nil, err
 	}
 
-	logger := slog.New(slog.DiscardHandler)
-	if o.verbose {
-		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var (
+		value serde.Deserializer[Order] = serde.JSON[Order]()
+		skip  func(deadletter.Stage, error) bool
+		deps  map[string]func() string
+	)
+	if r.avro != nil {
+		if value, err = r.avro.deserializer(); err != nil {
+			return nil, err
+		}
+		// Refunds share the topic; this service does not handle them.
+		skip = func(_ deadletter.Stage, err error) bool { return avro.IsUnknownType(err) }
+		deps = map[string]func() string{registryDependency: r.avro.breakerState}
 	}
 	c, err := consumer.New(consumer.Config[string, Order]{
 		Brokers: r.brokers,
 		Topics:  []string{r.topic},
 		Group:   r.group,
 		Key:     serde.String(),
-		Value:   serde.JSON[Order](),
+		Value:   value,
 		Handler: r.handle,
-		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			// Long enough to ride out the outage: nothing it touches is
-			// dead-lettered.
-			Transient: consumer.Outcome{Retry: backoff.MaxElapsed(backoff.Exponential{Initial: 50 * time.Millisecond, Max: time.Second}, 30*time.Second)},
-		}},
+		Policy: consumer.Policy{
+			// Schema lookups: retried until the registry is back. The
+			// circuit breaker paces them (its Retry-After is the time to
+			// its next probe); a short backoff of our own keeps the
+			// partitions in step with the probes.
+			Deserialize: consumer.StagePolicy{
+				Transient: consumer.Outcome{Retry: backoff.Exponential{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}},
+			},
+			Process: consumer.StagePolicy{
+				// Long enough to ride out the outage: nothing it touches is
+				// dead-lettered.
+				Transient: consumer.Outcome{Retry: backoff.MaxElapsed(backoff.Exponential{Initial: 50 * time.Millisecond, Max: time.Second}, 30*time.Second)},
+			},
+		},
+		Skip:           skip,
+		Dependencies:   deps,
 		DeadLetter:     consumer.DeadLetterConfig{CreateTopic: true},
 		CommitInterval: time.Second,
 		ClientOpts: []kgo.Opt{
@@ -322,10 +415,22 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 			kgo.ProducerLinger(0),
 			kgo.DialTimeout(min(r.g.timeout, 10*time.Second)),
 		},
-		Logger: logger,
+		Logger: r.logger(stderr),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	if r.avro != nil {
+		r.avro.reg.Breaker().OnStateChange(func(from, to avro.State) {
+			switch {
+			case to == avro.Closed:
+				// Partitions sleeping in a retry resume at once.
+				c.WakeRetries()
+				r.live.event(fmt.Sprintf("  %5.1fs  circuit breaker closed: the registry answers; waiting partitions wake up", time.Since(r.start).Seconds()))
+			case from == avro.Closed:
+				r.live.event(fmt.Sprintf("  %5.1fs  circuit breaker open: lookups fail at once, one probe every %v", time.Since(r.start).Seconds(), registryProbe))
+			}
+		})
 	}
 
 	r.start = time.Now()
@@ -459,7 +564,7 @@ func (r *demoRun) handle(ctx context.Context, rec *consumer.Record[string, Order
 	if o.AmountCents <= 0 {
 		return failure.Permanent(&failure.ValidationError{Field: "order.amount_cents", Reason: fmt.Sprintf("%d: must be positive", o.AmountCents)})
 	}
-	if err := r.dep.call(ctx); err != nil {
+	if err := r.db.call(ctx); err != nil {
 		return err
 	}
 	if n := r.plan.flakyFailures(o.ID); rec.Attempt <= n {
@@ -496,7 +601,12 @@ func (r *demoRun) produce(ctx context.Context, cl *kgo.Client) {
 		target := min(n, int(float64(n)*time.Since(start).Seconds()/o.produceFor.Seconds())+1)
 		for ; i < target; i++ {
 			kind := r.plan.kinds[i]
-			rec := &kgo.Record{Topic: r.topic, Key: r.plan.key(i), Value: r.plan.value(i)}
+			value, err := r.value(ctx, i)
+			if err != nil {
+				r.ledger.sentErr(err)
+				continue
+			}
+			rec := &kgo.Record{Topic: r.topic, Key: r.plan.key(i), Value: value}
 			cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 				if err != nil {
 					r.ledger.sentErr(err)
@@ -511,15 +621,32 @@ func (r *demoRun) produce(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
+// value is record i of the plan, encoded.
+func (r *demoRun) value(ctx context.Context, i int) ([]byte, error) {
+	if r.avro != nil {
+		return r.avro.value(ctx, r.plan, i)
+	}
+	return r.plan.value(i), nil
+}
+
+func (r *demoRun) logger(stderr io.Writer) *slog.Logger {
+	if r.opts.verbose {
+		return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
 // outage takes the dependency down for opts.outage.
 func (r *demoRun) outage(ctx context.Context) {
-	d := &r.dep
+	d := r.dep
 	d.mu.Lock()
 	d.start = time.Now()
 	d.mu.Unlock()
+	if d.takeDown != nil {
+		d.takeDown()
+	}
 	d.down.Store(true)
-	r.live.event(fmt.Sprintf("  %5.1fs  %s DOWN: calls fail with a transient error; affected partitions pause and retry with backoff",
-		time.Since(r.start).Seconds(), demoDependency))
+	r.live.event(fmt.Sprintf("  %5.1fs  %s DOWN: %s", time.Since(r.start).Seconds(), d.name, d.downEvent))
 	t := time.NewTimer(r.opts.outage)
 	defer t.Stop()
 	select {
@@ -529,9 +656,14 @@ func (r *demoRun) outage(ctx context.Context) {
 	d.mu.Lock()
 	d.end = time.Now()
 	d.mu.Unlock()
+	if d.bringUp != nil {
+		if err := d.bringUp(); err != nil {
+			r.live.event(fmt.Sprintf("  %5.1fs  %s: could not restart it: %v", time.Since(r.start).Seconds(), d.name, err))
+		}
+	}
 	d.down.Store(false)
-	r.live.event(fmt.Sprintf("  %5.1fs  %s UP again after %.1fs: partitions resume where they stopped",
-		time.Since(r.start).Seconds(), demoDependency, r.opts.outage.Seconds()))
+	r.live.event(fmt.Sprintf("  %5.1fs  %s UP again after %.1fs: %s",
+		time.Since(r.start).Seconds(), d.name, r.opts.outage.Seconds(), d.upEvent))
 }
 
 func (r *demoRun) producedCount() int {
@@ -552,8 +684,12 @@ func (r *demoRun) statusLine(st consumer.Stats, perSec float64, producing bool) 
 	if producing {
 		prod = fmt.Sprintf("produced %d/%d", produced, len(r.plan.kinds))
 	}
-	return fmt.Sprintf("  %5.1fs  %6.0f rec/s  %s  processed %d  retrying %d  dead-lettered %d  inventory db %s",
-		time.Since(r.start).Seconds(), perSec, prod, st.Processed, len(st.Stuck), st.DeadLettered, state)
+	dep := "inventory db " + state
+	if r.avro != nil {
+		dep = fmt.Sprintf("skipped %d  registry %s (breaker %s)", st.Skipped, state, st.Dependencies[registryDependency])
+	}
+	return fmt.Sprintf("  %5.1fs  %6.0f rec/s  %s  processed %d  retrying %d  dead-lettered %d  %s",
+		time.Since(r.start).Seconds(), perSec, prod, st.Processed, len(st.Stuck), st.DeadLettered, dep)
 }
 
 func (r *demoRun) keepUp(ctx context.Context, stdout, stderr io.Writer) {
@@ -567,6 +703,9 @@ func (r *demoRun) keepUp(ctx context.Context, stdout, stderr io.Writer) {
 	fmt.Fprintf(w, "  antidote dlq stats --brokers %s --topic %s\n", b, r.dlq)
 	fmt.Fprintf(w, "  antidote dlq --help\n")
 	fmt.Fprintf(w, "  antidote poison --brokers %s --topic %s --kind garbage --count 5\n", b, r.topic)
+	if r.avro != nil {
+		fmt.Fprintf(w, "The schema registry stays up too, at %s.\n", r.avro.sreg.URL())
+	}
 	<-ctx.Done()
 	fmt.Fprintln(w, "\nstopped.")
 }

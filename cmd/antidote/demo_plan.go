@@ -17,47 +17,79 @@ const (
 	kindTruncated
 	kindWrongShape
 	kindEmpty
+	// Avro only.
+	kindNoMagic
+	kindUnknownSchema
+	kindUnknownType
+	kindTruncatedAvro
 	numDemoKinds
 )
 
-// demoKindInfo describes a kind: its share of the stream, and the label of
-// the summary table and of the JSON summary.
+// demoFormat is the encoding of the demo's values: --format.
+type demoFormat uint8
+
+const (
+	formatJSON demoFormat = iota
+	formatAvro
+	numDemoFormats
+)
+
+var demoFormatNames = [numDemoFormats]string{formatJSON: "json", formatAvro: "avro"}
+
+func (f demoFormat) String() string { return demoFormatNames[f] }
+
+// shares are a kind's shares of the stream, by format.
+type shares [numDemoFormats]float64
+
+// demoKindInfo describes a kind: its share of the stream in each format
+// (0: not in that format), and the label of the summary table and of the
+// JSON summary.
 var demoKindInfo = [numDemoKinds]struct {
 	name  string
 	label string
-	share float64
+	share shares
 }{
-	kindGood:       {"good", "good orders", 0},
-	kindFlaky:      {"flaky", "flaky payment call (503, then ok)", 0.0025},
-	kindRejected:   {"rejected", "negative amount (handler rejects)", 0.0075},
-	kindGarbage:    {"garbage", "garbage bytes (console producer, binary)", 0.01},
-	kindTruncated:  {"truncated-json", "truncated JSON", 0.0075},
-	kindWrongShape: {"wrong-shape-json", "JSON of the wrong shape", 0.0075},
-	kindEmpty:      {"empty", "empty value", 0.005},
+	kindGood:          {"good", "good orders", shares{0, 0}},
+	kindFlaky:         {"flaky", "flaky payment call (503, then ok)", shares{0.0025, 0.0025}},
+	kindRejected:      {"rejected", "negative amount (handler rejects)", shares{0.0075, 0.0075}},
+	kindGarbage:       {"garbage", "garbage bytes (console producer, binary)", shares{0.01, 0.005}},
+	kindTruncated:     {"truncated-json", "truncated JSON", shares{0.0075, 0}},
+	kindWrongShape:    {"wrong-shape-json", "JSON of the wrong shape", shares{0.0075, 0}},
+	kindEmpty:         {"empty", "empty value", shares{0.005, 0.0025}},
+	kindNoMagic:       {"no-magic", "Avro without the magic byte and schema id", shares{0, 0.005}},
+	kindUnknownSchema: {"unknown-schema", "unknown schema id (not in the registry)", shares{0, 0.0075}},
+	kindUnknownType:   {"unknown-type", "refunds (a type this service has no Go type for)", shares{0, 0.0075}},
+	kindTruncatedAvro: {"truncated-avro", "truncated Avro", shares{0, 0.0075}},
 }
+
+// skippedKind reports whether the consumer skips the records of kind
+// (consumer.Config.Skip): they leave no trace but its Skipped counter.
+func skippedKind(k demoKind) bool { return k == kindUnknownType }
 
 func (k demoKind) String() string { return demoKindInfo[k].name }
 
 // demoPlan is the deterministic content of the demo's stream: the kind of
 // each record, and how often each flaky record fails.
 type demoPlan struct {
-	seed  uint64
-	kinds []demoKind
-	flaky map[int]int // order id -> failures before success
+	seed   uint64
+	format demoFormat
+	kinds  []demoKind
+	flaky  map[int]int // order id -> failures before success
 }
 
-func newDemoPlan(n int, seed uint64) *demoPlan {
+func newDemoPlan(n int, seed uint64, f demoFormat) *demoPlan {
 	r := rand.New(rand.NewPCG(seed, 0xa0761d6478bd642f))
-	p := &demoPlan{seed: seed, kinds: make([]demoKind, n), flaky: map[int]int{}}
+	p := &demoPlan{seed: seed, format: f, kinds: make([]demoKind, n), flaky: map[int]int{}}
 	for i := range p.kinds {
 		x := r.Float64()
 		p.kinds[i] = kindGood
 		for k := kindFlaky; k < numDemoKinds; k++ {
-			if x < demoKindInfo[k].share {
+			share := demoKindInfo[k].share[f]
+			if x < share {
 				p.kinds[i] = k
 				break
 			}
-			x -= demoKindInfo[k].share
+			x -= share
 		}
 		if p.kinds[i] == kindFlaky {
 			p.flaky[i] = 1 + r.IntN(2)
@@ -70,7 +102,7 @@ func newDemoPlan(n int, seed uint64) *demoPlan {
 func (p *demoPlan) poisonShare() float64 {
 	var s float64
 	for k := kindFlaky; k < numDemoKinds; k++ {
-		s += demoKindInfo[k].share
+		s += demoKindInfo[k].share[p.format]
 	}
 	return s
 }

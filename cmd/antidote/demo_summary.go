@@ -41,7 +41,9 @@ type demoSummary struct {
 	// within --drain-timeout.
 	SettleTimedOut bool         `json:"settle_timed_out,omitempty"`
 	ByKind         []kindResult `json:"by_kind"`
-	Cluster        string       `json:"cluster"` // kfake or kafka
+	Format         string       `json:"format"`             // json or avro
+	Cluster        string       `json:"cluster"`            // kfake or kafka
+	Registry       string       `json:"registry,omitempty"` // the schema registry's URL, with avro
 	Brokers        []string     `json:"brokers"`
 	Topic          string       `json:"topic"`
 	DLQTopic       string       `json:"dlq_topic"`
@@ -53,8 +55,12 @@ type demoSummary struct {
 type demoOutage struct {
 	Dependency string `json:"dependency"`
 	DurationMS int64  `json:"duration_ms"`
-	// FailedCalls counts handler calls that failed because it was down.
+	// FailedCalls counts handler calls (the database), or decodes (the
+	// registry), that failed because it was down.
 	FailedCalls int64 `json:"failed_calls"`
+	// RegistryRequests counts the requests the consumer sent the registry
+	// while it was down. Only for the registry.
+	RegistryRequests *int64 `json:"registry_requests,omitempty"`
 	// RecordsWaited counts records produced before it came back that were
 	// processed only after it went down: they waited in their paused
 	// partitions.
@@ -172,6 +178,7 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 			Skipped: st.Skipped, Retried: st.Retried,
 		},
 		ProduceErrors: l.produceErrs,
+		Format:        r.opts.format.String(),
 		Cluster:       r.cluster,
 		Brokers:       r.brokers,
 		Topic:         r.topic,
@@ -191,7 +198,7 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 			continue
 		}
 		dlq[d.key] = d.failure
-		if strings.Contains(d.failure.Message, demoDependency) {
+		if strings.Contains(d.failure.Message, r.dep.name) {
 			outageDead++
 		}
 	}
@@ -222,6 +229,11 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 			s.DeadLettered++
 			s.DeadLetteredBy[string(f.Stage)+"/"+string(f.Reason)]++
 			byKind[kind]["dead-lettered/"+string(f.Stage)+"/"+string(f.Reason)+"/"+f.ErrorType]++
+		case skippedKind(kind):
+			// A skip leaves no trace but the consumer's Skipped counter:
+			// the lost count checks the two agree.
+			unsettled++
+			byKind[kind]["skipped"]++
 		default:
 			unsettled++
 			byKind[kind]["unsettled"]++
@@ -235,9 +247,12 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 		s.ByKind = append(s.ByKind, kindResult{Kind: k.String(), Label: demoKindInfo[k].label, Records: count[k], Outcomes: byKind[k]})
 	}
 
+	if r.avro != nil {
+		s.Registry = r.avro.sreg.URL()
+	}
 	if start, end, recovered := r.dep.times(); !start.IsZero() {
 		o := &demoOutage{
-			Dependency:    demoDependency,
+			Dependency:    r.dep.name,
 			FailedCalls:   r.dep.failures.Load(),
 			RecordsWaited: l.delayed,
 			DeadLettered:  outageDead,
@@ -247,6 +262,10 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 		}
 		if !recovered.IsZero() {
 			o.RecoveredMS = recovered.Sub(end).Milliseconds()
+		}
+		if r.avro != nil {
+			n := r.avro.outageRequests()
+			o.RegistryRequests = &n
 		}
 		s.Outage = o
 	}
@@ -292,7 +311,11 @@ func (r *demoRun) printSummary(s *demoSummary) {
 	}
 	slices.Sort(by)
 	row("dead-lettered", s.DeadLettered, strings.Join(by, ", "))
-	row("skipped", s.Skipped, "")
+	skipNote := ""
+	if s.Skipped > 0 {
+		skipNote = "by consumer.Config.Skip (avro.IsUnknownType): the consumer's Skipped counter, checked against the refunds produced"
+	}
+	row("skipped", s.Skipped, skipNote)
 	lostNote := "produced - processed - dead-lettered - skipped"
 	if s.Lost == 0 {
 		lostNote = "nothing lost: " + lostNote
@@ -310,11 +333,15 @@ func (r *demoRun) printSummary(s *demoSummary) {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "OUTAGE (the %s was down for %.1fs)\n", o.Dependency, float64(o.DurationMS)/1000)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		row("records that waited", o.RecordsWaited, "held in their paused partitions, then processed in order")
-		row("failed calls retried", int(o.FailedCalls), "with exponential backoff (50ms, doubling, at most 1s): no busy loop")
+		d := r.dep
+		row("records that waited", o.RecordsWaited, d.waited)
+		row(d.failed, int(o.FailedCalls), d.failedNote)
+		if o.RegistryRequests != nil {
+			row("registry requests", int(*o.RegistryRequests), fmt.Sprintf("the circuit breaker let one probe through every %v: no busy loop", registryProbe))
+		}
 		row("dead-lettered by it", o.DeadLettered, "a transient failure is retried, not dead-lettered")
 		if o.RecoveredMS > 0 || o.FailedCalls > 0 {
-			fmt.Fprintf(tw, "  recovered in\t%.2fs\t  after the database came back\n", float64(o.RecoveredMS)/1000)
+			fmt.Fprintf(tw, "  recovered in\t%.2fs\t  after the %s came back\n", float64(o.RecoveredMS)/1000, d.short)
 		}
 		_ = tw.Flush()
 	}
@@ -335,6 +362,8 @@ func outcomeText(o string) string {
 		return "processed AND dead-lettered (a bug)"
 	case "unsettled":
 		return "not settled (lost or skipped)"
+	case "skipped":
+		return "skipped: no Go type for them (consumer.Config.Skip)"
 	}
 	if rest, ok := strings.CutPrefix(o, "dead-lettered/"); ok {
 		return "dead-lettered: " + strings.ReplaceAll(rest, "/", ", ")

@@ -8,6 +8,8 @@
 // started by scripts/registry.sh), [New] uses it instead; fault injection
 // is then unavailable and tests that need it call [Registry.RequireFaults],
 // which skips them.
+//
+// [Start] starts the in-process registry outside tests (antidote demo).
 package srtest
 
 import (
@@ -63,16 +65,28 @@ func New(t testing.TB) *Registry {
 		t.Logf("srtest: real schema registry at %s", u)
 		return &Registry{url: strings.TrimRight(u, "/"), real: true}
 	}
+	r, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Start starts an in-process registry, whatever [EnvURL] says, for code
+// that is not a test (antidote demo). Faults, [Registry.Stop] and
+// [Registry.Restart] work as in tests; the caller stops it with
+// [Registry.Stop].
+func Start() (*Registry, error) {
 	r := &Registry{fake: srfake.NewRegistry()}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("srtest: listen: %v", err)
+		return nil, fmt.Errorf("srtest: listen: %w", err)
 	}
 	r.addr = ln.Addr().String()
 	r.url = "http://" + r.addr
 	r.serve(ln)
-	t.Cleanup(r.Stop)
-	return r
+	return r, nil
 }
 
 // URL returns the registry's base URL.
@@ -134,6 +148,15 @@ func (r *Registry) Stop() {
 // Start listens again on the same address, keeping the registered schemas.
 func (r *Registry) Start(t testing.TB) {
 	t.Helper()
+	if err := r.Restart(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Restart is [Registry.Start] for code that is not a test: it listens
+// again on the same address, keeping the registered schemas, or returns
+// why it cannot.
+func (r *Registry) Restart() error {
 	var ln net.Listener
 	var err error
 	for i := 0; i < 50; i++ { // the port may linger briefly after Stop
@@ -143,9 +166,10 @@ func (r *Registry) Start(t testing.TB) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
-		t.Fatalf("srtest: re-listen on %s: %v", r.addr, err)
+		return fmt.Errorf("srtest: re-listen on %s: %w", r.addr, err)
 	}
 	r.serve(ln)
+	return nil
 }
 
 func (r *Registry) serve(ln net.Listener) {

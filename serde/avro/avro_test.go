@@ -103,6 +103,10 @@ func TestBadBytes(t *testing.T) {
 		}},
 		{"unknown type", encode(t, aid, auditSchema, audit{Who: "x"}), avro.ErrUnknownType, isType[*avro.UnknownTypeError]},
 		{"truncated", good[:len(good)-10], nil, isType[*avro.DecodeError]},
+		// The note is 30 bytes and a 1-byte length: cutting 31 bytes ends the
+		// data exactly at a field boundary, which the library's Unmarshal
+		// would read as a complete record.
+		{"truncated at a field boundary", good[:len(good)-31], nil, isType[*avro.DecodeError]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

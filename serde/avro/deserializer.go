@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sync"
 
@@ -16,6 +17,30 @@ import (
 // api is the Avro configuration of this package: the library's defaults,
 // with allocation limits that a corrupt length prefix cannot exceed.
 var api = avro.Config{MaxByteSliceSize: 8 << 20, MaxSliceAllocSize: 8 << 20}.Freeze()
+
+var readers = sync.Pool{New: func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(api)) }}
+
+// errTruncated is the reason of a DecodeError for data that ends inside
+// the record.
+var errTruncated = errors.New("truncated: the data ends inside the record")
+
+// unmarshal decodes data into v. Unlike the library's Unmarshal, data that
+// ends inside the record is an error: Unmarshal reads io.EOF as success, so
+// a record cut at a field boundary would decode silently into zero values.
+func unmarshal(s avro.Schema, data []byte, v any) error {
+	r := readers.Get().(*avro.Reader)
+	r.Reset(data)
+	r.Error = nil
+	r.ReadVal(s, v)
+	err := r.Error
+	r.Reset(nil)
+	r.Error = nil
+	readers.Put(r)
+	if errors.Is(err, io.EOF) {
+		return errTruncated
+	}
+	return err
+}
 
 // Deserializer decodes Avro records in the wire format into a T, resolving
 // each writer schema to a reader schema: the schema T was written for. It
@@ -50,7 +75,7 @@ func (d *Deserializer[T]) Deserialize(ctx context.Context, m serde.Meta, data []
 	if err != nil {
 		return v, wrap(m, err)
 	}
-	if err := api.Unmarshal(p.schema, payload, &v); err != nil {
+	if err := unmarshal(p.schema, payload, &v); err != nil {
 		var zero T
 		return zero, wrap(m, failure.Permanent(&DecodeError{ID: p.id, Reason: err.Error()}))
 	}
@@ -77,7 +102,7 @@ func Record[T any](readerSchema string) Type {
 		gotype: reflect.TypeFor[T](),
 		decode: func(s avro.Schema, data []byte) (any, error) {
 			var v T
-			err := api.Unmarshal(s, data, &v)
+			err := unmarshal(s, data, &v)
 			return v, err
 		},
 	}
