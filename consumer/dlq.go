@@ -34,6 +34,17 @@ type dlqWriter struct {
 	mu      sync.Mutex
 	ready   map[string]bool  // dead-letter topics known to exist
 	srcSize map[string]int32 // partition counts of source topics
+	names   sync.Map         // source topic -> dead-letter topic
+}
+
+// topicFor returns the dead-letter topic of a source topic.
+func (w *dlqWriter) topicFor(source string) string {
+	if n, ok := w.names.Load(source); ok {
+		return n.(string)
+	}
+	n := w.tmpl.Name(source, w.group)
+	w.names.Store(source, n)
+	return n
 }
 
 func newDLQWriter[K, V any](cl *kgo.Client, cfg *Config[K, V], log *slog.Logger, st *stats) *dlqWriter {
@@ -91,7 +102,7 @@ func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause erro
 	hs = f.AppendHeaders(hs)
 	l := &letter{src: rec, stage: f.Stage, reason: f.Reason, cause: cause}
 	l.tmpl = kgo.Record{
-		Topic:   w.tmpl.Name(rec.Topic, w.group),
+		Topic:   w.topicFor(rec.Topic),
 		Key:     rec.Key,
 		Value:   rec.Value,
 		Headers: make([]kgo.RecordHeader, len(hs)),
