@@ -195,43 +195,41 @@ func (d *decoder) bad(k string, e error) {
 }
 
 func (d *decoder) int32(k string, dst *int32) {
-	v, ok := d.values[k]
-	if !ok || v == nil {
-		return
+	if n, ok := d.parseInt(k, 32); ok {
+		*dst = int32(n)
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 32)
-	if err != nil {
-		d.bad(k, numErr(err))
-		return
-	}
-	*dst = int32(n)
 }
 
 func (d *decoder) int64(k string, dst *int64) {
-	v, ok := d.values[k]
-	if !ok || v == nil {
-		return
+	if n, ok := d.parseInt(k, 64); ok {
+		*dst = n
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
-	if err != nil {
-		d.bad(k, numErr(err))
-		return
-	}
-	*dst = n
 }
 
 func (d *decoder) int(k string, dst *int) {
-	var n int64
-	had := d.values[k] != nil
-	before := len(d.errs)
-	d.int64(k, &n)
-	if had && len(d.errs) == before {
-		if n < 0 || n > 1<<31-1 {
+	if n, ok := d.parseInt(k, 32); ok {
+		if n < 0 {
 			d.bad(k, errors.New("out of range"))
 			return
 		}
 		*dst = int(n)
 	}
+}
+
+// parseInt reads header k as a decimal number of the given bit size. An
+// absent or null header is no number and no error; a malformed one is
+// recorded as a HeaderError.
+func (d *decoder) parseInt(k string, bits int) (int64, bool) {
+	v, ok := d.values[k]
+	if !ok || v == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, bits)
+	if err != nil {
+		d.bad(k, numErr(err))
+		return 0, false
+	}
+	return n, true
 }
 
 // numErr strips strconv's echo of the input, which HeaderError already
