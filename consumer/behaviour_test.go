@@ -38,11 +38,19 @@ func produceOrders(t testing.TB, c *kafkatest.Cluster, topic string, parts, per 
 
 func newConsumer(t testing.TB, c *kafkatest.Cluster, topic, group string, h consumer.Handler[string, order], mod func(*consumer.Config[string, order])) *consumer.Consumer[string, order] {
 	t.Helper()
-	cfg := consumer.Config[string, order]{
+	return testConsumer(t, c, topic, group, serde.JSON[order](), h, mod)
+}
+
+// testConsumer builds a consumer of topic with test defaults: string keys,
+// the given value deserializer, reading from the start, fast commits and
+// fetches; mod adjusts the config.
+func testConsumer[V any](t testing.TB, c *kafkatest.Cluster, topic, group string, value serde.Deserializer[V], h consumer.Handler[string, V], mod func(*consumer.Config[string, V])) *consumer.Consumer[string, V] {
+	t.Helper()
+	cfg := consumer.Config[string, V]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
-		Key: serde.String(), Value: serde.JSON[order](), Handler: h,
+		Key: serde.String(), Value: value, Handler: h,
 		Logger: testLogger(t), CommitInterval: 100 * time.Millisecond,
-		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)},
+		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -88,20 +88,14 @@ func oneTopic(t *testing.T, c *kafkatest.Cluster, prefix string, values ...strin
 }
 
 func stringConsumer(t *testing.T, c *kafkatest.Cluster, topic string, h consumer.Handler[string, string], mod func(*consumer.Config[string, string])) *consumer.Consumer[string, string] {
-	cfg := consumer.Config[string, string]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
-		Value: serde.String(serde.ValidUTF8()), Handler: h, Logger: testLogger(t),
-		CommitInterval: 100 * time.Millisecond, DeadLetter: consumer.DeadLetterConfig{CreateTopic: true},
-		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	cons, err := consumer.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cons
+	t.Helper()
+	return testConsumer(t, c, topic, kafkatest.UniqueName("g"), serde.String(serde.ValidUTF8()), h, func(cfg *consumer.Config[string, string]) {
+		cfg.Key = nil
+		cfg.DeadLetter.CreateTopic = true
+		if mod != nil {
+			mod(cfg)
+		}
+	})
 }
 
 // TestKillSwitch: flipping retry off sends a record that is being retried
