@@ -12,6 +12,13 @@ lint:            ## gofmt, go vet, staticcheck
 	go vet ./...
 	go tool staticcheck ./...
 
+demo:            ## the demo, on an in-process cluster
+	go run ./cmd/antidote demo
+
+bench:           ## the end-to-end benchmark against the real test broker
+	scripts/kafka.sh start
+	go run ./bench -brokers 127.0.0.1:39092
+
 kafka-start:     ## start the real test broker (prints its address)
 	scripts/kafka.sh start
 
