@@ -227,18 +227,11 @@ func checkDeadLetter(t *testing.T, src, dl *kgo.Record, e expectation, group str
 			t.Errorf("%s: original header %d differs", srcKey(src), i)
 		}
 	}
-	hs := make([]deadletter.Header, len(dl.Headers))
 	size := 0
-	for i, h := range dl.Headers {
-		hs[i] = deadletter.Header{Key: h.Key, Value: h.Value}
-		if i >= len(src.Headers) {
-			size += len(h.Key) + len(h.Value)
-		}
+	for _, h := range dl.Headers[len(src.Headers):] {
+		size += len(h.Key) + len(h.Value)
 	}
-	f, err := deadletter.ParseHeaders(hs)
-	if err != nil {
-		t.Fatalf("%s: %v", srcKey(src), err)
-	}
+	f := parse(t, dl)
 	if f.Stage != e.stage || f.Class != e.class || f.Group != group || f.OriginalHeaders != len(src.Headers) ||
 		f.Partition != src.Partition || f.Offset != src.Offset || f.Topic != src.Topic || f.ClientID != "acct-test" ||
 		f.Attempts < 1 || f.ErrorType == "" || f.Message == "" || !f.Timestamp.Equal(src.Timestamp.Truncate(time.Millisecond)) {

@@ -239,8 +239,8 @@ func (p Policy) validate() error {
 		if s.o.Then > Halt {
 			return configErr("Policy."+s.name+".Then", fmt.Sprintf("unknown action %d", s.o.Then))
 		}
-		if v, ok := s.o.Retry.(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
+		if s.o.Retry != nil { // nil: the slot's default
+			if err := backoff.Validate(s.o.Retry); err != nil {
 				return configErr("Policy."+s.name+".Retry", err.Error())
 			}
 		}
@@ -286,8 +286,8 @@ func (c *Config[K, V]) validate() error {
 	if err := c.DeadLetter.Topic.Validate(); err != nil {
 		return configErr("DeadLetter.Topic", err.Error())
 	}
-	if v, ok := c.DeadLetter.Retry.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
+	if c.DeadLetter.Retry != nil {
+		if err := backoff.Validate(c.DeadLetter.Retry); err != nil {
 			return configErr("DeadLetter.Retry", err.Error())
 		}
 	}

@@ -301,15 +301,12 @@ func TestDeadLetterPartitionByKey(t *testing.T) {
 	}
 }
 
-func parse(t *testing.T, r *kgo.Record) *deadletter.Failure {
+// parse reads the failure headers of dead letter r.
+func parse(t testing.TB, r *kgo.Record) *deadletter.Failure {
 	t.Helper()
-	hs := make([]deadletter.Header, len(r.Headers))
-	for i, h := range r.Headers {
-		hs[i] = deadletter.Header{Key: h.Key, Value: h.Value}
-	}
-	f, err := deadletter.ParseHeaders(hs)
+	f, err := deadletter.ParseHeaders(deadletter.RecordOf(r).Headers)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("dead letter at %d/%d: %v", r.Partition, r.Offset, err)
 	}
 	return f
 }
@@ -382,5 +379,57 @@ func TestCloseStopsRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after Close")
+	}
+}
+
+// TestDefaultPolicy backs the defaults table of the README and the package
+// doc: an unclassified processing failure is tried 4 times, then
+// dead-lettered; a transient decode failure (a registry outage) is retried
+// until it succeeds and never dead-lettered; unreadable bytes are
+// dead-lettered at once.
+func TestDefaultPolicy(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "defaults", "always-fails", "decode-flaky", "\xff", "fine")
+	var decodeFailures, handlerTries atomic.Int32
+	value := serde.DeserializerFunc[string](func(_ context.Context, _ serde.Meta, data []byte) (string, error) {
+		if string(data) == "decode-flaky" && decodeFailures.Add(1) <= 3 {
+			return "", failure.Transient(errors.New("schema registry unreachable"))
+		}
+		return serde.String(serde.ValidUTF8()).Deserialize(context.Background(), serde.Meta{}, data)
+	})
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "always-fails" {
+			handlerTries.Add(1)
+			return errors.New("boom") // unclassified
+		}
+		return nil
+	}, func(cfg *consumer.Config[string, string]) { cfg.Value = value })
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "all settled", func() bool {
+		s := cons.Stats()
+		return s.Processed == 2 && s.DeadLettered == 2
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := handlerTries.Load(); n != 4 {
+		t.Errorf("unclassified processing failure tried %d times, want 4", n)
+	}
+	if n := decodeFailures.Load(); n != 4 {
+		t.Errorf("transient decode failed %d times before success, want 3 failures and a success", n)
+	}
+	byOffset := map[int64]*deadletter.Failure{}
+	for _, r := range readAll(t, c, topic+".dlq") {
+		f := parse(t, r)
+		byOffset[f.Offset] = f
+	}
+	if f := byOffset[0]; f == nil || f.Reason != deadletter.ReasonExhausted || f.Class != "unclassified" || f.Attempts != 4 {
+		t.Errorf("offset 0 dead letter %+v; want retries-exhausted, unclassified, 4 attempts", f)
+	}
+	if f := byOffset[2]; f == nil || f.Reason != deadletter.ReasonPermanent || f.Stage != deadletter.StageDeserializeValue || f.Attempts != 1 {
+		t.Errorf("offset 2 dead letter %+v; want permanent deserialize-value, 1 attempt", f)
+	}
+	if byOffset[1] != nil {
+		t.Error("the transient decode failure was dead-lettered")
 	}
 }

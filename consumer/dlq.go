@@ -21,15 +21,16 @@ import (
 // processing while its dead letters are in flight, and marks offsets for
 // commit only up to the first letter not yet acknowledged.
 type dlqWriter struct {
-	cl      *kgo.Client
-	adm     *kadm.Client
-	tmpl    deadletter.Template
-	group   string
-	create  bool
-	retry   backoff.Policy
-	timeout time.Duration
-	log     *slog.Logger
-	stats   *stats
+	cl       *kgo.Client
+	adm      *kadm.Client
+	tmpl     deadletter.Template
+	group    string
+	clientID string
+	create   bool
+	retry    backoff.Policy
+	timeout  time.Duration
+	log      *slog.Logger
+	stats    *stats
 
 	mu      sync.Mutex
 	ready   map[string]bool  // dead-letter topics known to exist
@@ -49,7 +50,7 @@ func (w *dlqWriter) topicFor(source string) string {
 
 func newDLQWriter[K, V any](cl *kgo.Client, cfg *Config[K, V], log *slog.Logger, st *stats) *dlqWriter {
 	return &dlqWriter{
-		cl: cl, adm: kadm.NewClient(cl), tmpl: cfg.DeadLetter.Topic, group: cfg.Group,
+		cl: cl, adm: kadm.NewClient(cl), tmpl: cfg.DeadLetter.Topic, group: cfg.Group, clientID: clientID(cl),
 		create: cfg.DeadLetter.CreateTopic, retry: cfg.DeadLetter.Retry, timeout: cfg.DeadLetter.WriteTimeout,
 		log: log, stats: st, ready: make(map[string]bool), srcSize: make(map[string]int32),
 	}
@@ -94,23 +95,17 @@ func (l *letter) ok() bool { return l.cur.err == nil }
 // newLetter builds the dead letter of rec: rec's key, value and headers byte
 // for byte, then the failure headers of f.
 func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
-	f.ClientID = w.clientID()
-	hs := make([]deadletter.Header, 0, len(rec.Headers)+16)
-	for _, h := range rec.Headers {
-		hs = append(hs, deadletter.Header{Key: h.Key, Value: h.Value})
+	f.ClientID = w.clientID
+	fh := f.AppendHeaders(make([]deadletter.Header, 0, 16))
+	hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+len(fh))
+	hs = append(hs, rec.Headers...)
+	for _, h := range fh {
+		hs = append(hs, kgo.RecordHeader(h))
 	}
-	hs = f.AppendHeaders(hs)
-	l := &letter{src: rec, stage: f.Stage, reason: f.Reason, cause: cause}
-	l.tmpl = kgo.Record{
-		Topic:   w.topicFor(rec.Topic),
-		Key:     rec.Key,
-		Value:   rec.Value,
-		Headers: make([]kgo.RecordHeader, len(hs)),
+	return &letter{
+		src: rec, stage: f.Stage, reason: f.Reason, cause: cause,
+		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Key: rec.Key, Value: rec.Value, Headers: hs},
 	}
-	for i, h := range hs {
-		l.tmpl.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-	}
-	return l
 }
 
 // send starts writing l without waiting: l.done is closed when the broker
@@ -176,8 +171,9 @@ func (w *dlqWriter) resend(ctx context.Context, l *letter) error {
 	}
 }
 
-func (w *dlqWriter) clientID() string {
-	id, _ := w.cl.OptValue(kgo.ClientID).(string)
+// clientID is the client id the client was configured with.
+func clientID(cl *kgo.Client) string {
+	id, _ := cl.OptValue(kgo.ClientID).(string)
 	return id
 }
 

@@ -67,11 +67,13 @@
 //
 // # Commits
 //
-// Settled records are marked as they settle; marked offsets are committed
-// every [Config.CommitInterval], when partitions are revoked, and on
-// shutdown. In-flight work on a revoked partition is abandoned without being
-// committed, so a crash or a rebalance may redeliver unsettled records
-// (at-least-once) but never loses one.
+// Settled records are marked for commit in small batches, and always before
+// the partition waits for anything (a retry, a dead letter, new records);
+// marked offsets are committed every [Config.CommitInterval], when
+// partitions are revoked, and on shutdown. In-flight work on a revoked
+// partition is abandoned without being committed, so a crash or a rebalance
+// may redeliver unsettled records (at-least-once), and a crash also the few
+// settled records of an unmarked batch, but no record is ever lost.
 //
 // # Operating it
 //

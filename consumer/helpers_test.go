@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/consumer"
-	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
 )
 
@@ -198,14 +197,7 @@ func dlqIndex(t testing.TB, recs []*kgo.Record) map[string][]*kgo.Record {
 	t.Helper()
 	idx := map[string][]*kgo.Record{}
 	for _, r := range recs {
-		hs := make([]deadletter.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			hs[i] = deadletter.Header{Key: h.Key, Value: h.Value}
-		}
-		f, err := deadletter.ParseHeaders(hs)
-		if err != nil {
-			t.Fatalf("dead letter at %d/%d: %v", r.Partition, r.Offset, err)
-		}
+		f := parse(t, r)
 		k := fmt.Sprintf("%s/%d/%d", f.Topic, f.Partition, f.Offset)
 		idx[k] = append(idx[k], r)
 	}

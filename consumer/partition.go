@@ -46,7 +46,19 @@ type partition[K, V any] struct {
 	// for commit only up to the first unacknowledged letter.
 	pending  []settled
 	inflight int // letters in pending not yet reaped
+	// unmarked is the last record settled but not yet marked for commit,
+	// and unmarkedN how many settled records it stands for: marks are
+	// batched (see markBatch); nil while pending is not empty.
+	unmarked  *kgo.Record
+	unmarkedN int
 }
+
+// markBatch bounds the settled records that wait to be marked for commit:
+// marking takes the client's group lock, so it is done once per batch of
+// records rather than per record. Unmarked records are also marked before
+// any wait (a retry, a dead letter, an idle partition) and when the worker
+// stops, so a wait never holds back the commit of records settled before it.
+const markBatch = 64
 
 // settled is a settled record; l is its dead letter, nil if it was
 // processed or skipped.
@@ -125,6 +137,15 @@ func (p *partition[K, V]) run() {
 				return
 			}
 		}
+		p.flushMark()
+	}
+}
+
+// flushMark marks the last settled record for commit, if it is not yet.
+func (p *partition[K, V]) flushMark() {
+	if p.unmarked != nil {
+		p.c.cl.MarkCommitRecords(p.unmarked)
+		p.unmarked, p.unmarkedN = nil, 0
 	}
 }
 
@@ -154,10 +175,14 @@ func (p *partition[K, V]) idle() bool {
 // marks for commit every record settled before the oldest letter still in
 // flight. It returns false when the worker must stop.
 func (p *partition[K, V]) settle(rec *kgo.Record, l *letter) bool {
-	if l == nil && len(p.pending) == 0 {
-		p.c.cl.MarkCommitRecords(rec) // the common case
+	if l == nil && len(p.pending) == 0 { // the common case
+		p.unmarked = rec
+		if p.unmarkedN++; p.unmarkedN >= markBatch {
+			p.flushMark()
+		}
 		return true
 	}
+	p.flushMark() // records before the first letter in flight
 	p.pending = append(p.pending, settled{rec, l})
 	if l != nil {
 		p.inflight++
@@ -263,6 +288,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 // the first that was not, without retrying failures. Records after it stay
 // unsettled and are redelivered.
 func (p *partition[K, V]) drain() {
+	p.flushMark()
 	var last *kgo.Record
 	grace := time.NewTimer(p.c.cfg.DeadLetter.WriteTimeout)
 	defer grace.Stop()
@@ -385,6 +411,7 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 // settleFailure is the slow path: retry in place, then the policy's action.
 func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage, err error) bool {
 	c := p.c
+	p.flushMark() // the records before this one, before any wait
 	first := time.Now()
 	attempt := 1
 	rctx, rcancel := context.WithCancelCause(p.ctx)

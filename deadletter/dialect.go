@@ -1,5 +1,7 @@
 package deadletter
 
+import "strings"
+
 // Dialect names the system that wrote a dead letter.
 type Dialect string
 
@@ -126,16 +128,14 @@ func dialectOf(key string) Dialect {
 	switch {
 	case antidoteFailureHeaders[key]:
 		return DialectAntidote
-	case hasPrefix(key, SpringPrefix):
+	case strings.HasPrefix(key, SpringPrefix):
 		return DialectSpring
-	case hasPrefix(key, ConnectPrefix):
+	case strings.HasPrefix(key, ConnectPrefix):
 		return DialectConnect
-	case hasPrefix(key, StreamsPrefix):
+	case strings.HasPrefix(key, StreamsPrefix):
 		return DialectStreams
-	case hasPrefix(key, SharePrefix):
+	case strings.HasPrefix(key, SharePrefix):
 		return DialectShareGroup
 	}
 	return DialectUnknown
 }
-
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -132,7 +133,7 @@ var ErrMissingHeader = errors.New("deadletter: missing header")
 func ParseHeaders(hs []Header) (*Failure, error) {
 	last := make(map[string][]byte, 16)
 	for _, h := range hs {
-		if len(h.Key) > 9 && h.Key[:9] == "antidote." {
+		if strings.HasPrefix(h.Key, "antidote.") {
 			last[h.Key] = h.Value
 		}
 	}
@@ -218,31 +219,16 @@ func ParseHeaders(hs []Header) (*Failure, error) {
 // marks a cut with a trailing "…". Invalid UTF-8 is replaced, so the result is
 // always valid UTF-8.
 func Truncate(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = strconvValid(s)
-	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
 	const ell = "…"
-	cut := n - len(ell)
-	if cut < 0 {
-		cut = 0
-	}
+	cut := max(n-len(ell), 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return s[:cut] + ell
-}
-
-func strconvValid(s string) string {
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		b = utf8.AppendRune(b, r)
-		i += size
-	}
-	return string(b)
 }
 
 // ErrorType returns the Go type name of the root cause of err: the last error

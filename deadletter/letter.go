@@ -179,7 +179,9 @@ func split(hs []Header, is func(string) bool) (headerView, []Header) {
 	return v, others
 }
 
-func prefixed(p string) func(string) bool { return func(k string) bool { return hasPrefix(k, p) } }
+func prefixed(p string) func(string) bool {
+	return func(k string) bool { return strings.HasPrefix(k, p) }
+}
 
 // decimals parses decimal header values into their destinations and
 // collects errors. A missing header leaves its destination alone.
@@ -342,18 +344,31 @@ func parseSpring(l *Letter) []error {
 	return append(first.errs, last.errs...)
 }
 
-func parseConnect(l *Letter) []error {
-	v, others := split(l.Record.Headers, prefixed(ConnectPrefix))
+// decodeOrigin is the part the dialects that write decimal strings share:
+// it splits off the headers with prefix (the others are the original
+// headers) and reads the original topic, partition and offset. With first,
+// the first occurrence of a header counts, otherwise the last. Without a
+// topic, the partition and offset are unknown (-1).
+func decodeOrigin(l *Letter, prefix string, first bool, topic, partition, offset string) *decoder {
+	v, others := split(l.Record.Headers, prefixed(prefix))
 	l.OriginalHeaders = others
-	// Connect adds a context header only when the record has none of that
-	// name yet: the first is the one that counts.
-	d := &decoder{values: v.first}
-	l.OriginalTopic = d.str(ConnectTopic)
-	d.int32(ConnectPartition, &l.OriginalPartition)
-	d.int64(ConnectOffset, &l.OriginalOffset)
+	d := &decoder{values: v.last}
+	if first {
+		d.values = v.first
+	}
+	l.OriginalTopic = d.str(topic)
+	d.int32(partition, &l.OriginalPartition)
+	d.int64(offset, &l.OriginalOffset)
 	if l.OriginalTopic == "" {
 		l.OriginalPartition, l.OriginalOffset = -1, -1
 	}
+	return d
+}
+
+func parseConnect(l *Letter) []error {
+	// Connect adds a context header only when the record has none of that
+	// name yet: the first is the one that counts.
+	d := decodeOrigin(l, ConnectPrefix, true, ConnectTopic, ConnectPartition, ConnectOffset)
 	l.OriginalTimestamp = l.Record.Timestamp // Connect keeps the source timestamp
 	l.Connector = d.str(ConnectConnector)
 	var task int32 = -1
@@ -368,15 +383,7 @@ func parseConnect(l *Letter) []error {
 }
 
 func parseStreams(l *Letter) []error {
-	v, others := split(l.Record.Headers, prefixed(StreamsPrefix))
-	l.OriginalHeaders = others
-	d := &decoder{values: v.last}
-	l.OriginalTopic = d.str(StreamsTopic)
-	d.int32(StreamsPartition, &l.OriginalPartition)
-	d.int64(StreamsOffset, &l.OriginalOffset)
-	if l.OriginalTopic == "" {
-		l.OriginalPartition, l.OriginalOffset = -1, -1
-	}
+	d := decodeOrigin(l, StreamsPrefix, false, StreamsTopic, StreamsPartition, StreamsOffset)
 	l.OriginalTimestamp = l.Record.Timestamp // the failed record's timestamp
 	l.ErrorType = d.str(StreamsException)
 	l.Message = d.str(StreamsMessage)
@@ -385,12 +392,7 @@ func parseStreams(l *Letter) []error {
 }
 
 func parseShareGroup(l *Letter) []error {
-	v, others := split(l.Record.Headers, prefixed(SharePrefix))
-	l.OriginalHeaders = others
-	d := &decoder{values: v.last}
-	l.OriginalTopic = d.str(ShareTopic)
-	d.int32(SharePartition, &l.OriginalPartition)
-	d.int64(ShareOffset, &l.OriginalOffset)
+	d := decodeOrigin(l, SharePrefix, false, ShareTopic, SharePartition, ShareOffset)
 	l.Group = d.str(ShareGroup)
 	d.int(ShareDeliveryCount, &l.Attempts)
 	l.Message = d.str(ShareMessage)

@@ -142,9 +142,6 @@ func hsOf(in []kgo.RecordHeader) hs {
 	out := make(hs, len(in))
 	for i, h := range in {
 		out[i] = deadletter.Header{Key: h.Key, Value: h.Value}
-		if out[i].Value == nil {
-			out[i].Value = nil
-		}
 	}
 	return out
 }

@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/consumer"
@@ -101,63 +99,24 @@ func readDeadLetters(ctx context.Context, brokers []string, timeout time.Duratio
 		return nil, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(mctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter topic %s: end offsets: %w", topic, err)
-	}
-	offsets := map[string]map[int32]kgo.Offset{topic: {}}
-	want := int64(0)
-	var missing bool
-	ends.Each(func(o kadm.ListedOffset) {
-		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
-			missing = true
-			return
-		}
-		if o.Offset > 0 {
-			offsets[topic][o.Partition] = kgo.NewOffset().AtStart()
-			want += o.Offset
-		}
-	})
-	if err := ends.Error(); err != nil && !missing {
-		return nil, fmt.Errorf("dead-letter topic %s: end offsets: %w", topic, err)
-	}
-	if want == 0 {
-		return nil, nil
-	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(offsets))
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
 	var out []deadLetter
-	for read := int64(0); read < want; {
-		fs := rd.PollFetches(mctx)
-		if mctx.Err() != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("dead-letter topic %s: read %d of %d records within %v", topic, read, want, timeout)
+	err = deadletter.Scan(mctx, cl, deadletter.ScanConfig{Topic: topic}, func(r *kgo.Record) error {
+		f, err := deadletter.ParseHeaders(deadletter.RecordOf(r).Headers)
+		if err != nil {
+			f = &deadletter.Failure{Stage: "unreadable", Reason: deadletter.Reason(err.Error()), Partition: -1, Offset: r.Offset}
 		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return nil, fmt.Errorf("dead-letter topic %s: %w", topic, ferr)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			read++
-			hs := make([]deadletter.Header, len(r.Headers))
-			for i, h := range r.Headers {
-				hs[i] = deadletter.Header{Key: h.Key, Value: h.Value}
-			}
-			f, err := deadletter.ParseHeaders(hs)
-			if err != nil {
-				f = &deadletter.Failure{Stage: "unreadable", Reason: deadletter.Reason(err.Error()), Partition: -1, Offset: r.Offset}
-			}
-			out = append(out, deadLetter{key: recKey{f.Partition, f.Offset}, failure: f})
-		})
+		out = append(out, deadLetter{key: recKey{f.Partition, f.Offset}, failure: f})
+		return nil
+	})
+	switch {
+	case errors.Is(err, deadletter.ErrUnknownTopic):
+		return nil, nil
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		return nil, fmt.Errorf("dead-letter topic %s: %w", topic, err)
 	}
 	return out, nil
 }

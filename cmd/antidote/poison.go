@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/serde/avro"
 )
 
 // poisonKind is one kind of poison pill.
@@ -42,10 +43,8 @@ var avroBody = []byte{0x54, 0x0c, 'p', 'o', 'i', 's', 'o', 'n'}
 
 // confluentFrame prefixes body with the Confluent wire format: the 0x00
 // magic byte and a 4-byte big-endian schema id.
-func confluentFrame(id uint32, body []byte) []byte {
-	b := make([]byte, 5, 5+len(body))
-	binary.BigEndian.PutUint32(b[1:], id)
-	return append(b, body...)
+func confluentFrame(id int, body []byte) []byte {
+	return append(avro.AppendWire(make([]byte, 0, 5+len(body)), id), body...)
 }
 
 var badJSON = []string{

@@ -5,19 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/antidote-kafka/antidote/failure"
-	"github.com/antidote-kafka/antidote/internal/srtest"
 	"github.com/antidote-kafka/antidote/serde"
 	"github.com/antidote-kafka/antidote/serde/avro"
 )
 
 func Example() {
-	// A registry for the example; in production: the registry's URL.
-	sreg := srtest.New(&testing.T{})
-	defer sreg.Stop()
-	reg, _ := avro.NewRegistry(sreg.URL(), avro.Logger(slog.New(slog.DiscardHandler)))
+	// An in-process registry for the example; in production: the
+	// registry's URL.
+	fake := srfake.New()
+	defer fake.Close()
+	reg, _ := avro.NewRegistry(fake.URL(), avro.Logger(slog.New(slog.DiscardHandler)))
 
 	type OrderV1 struct {
 		ID     string `avro:"id"`

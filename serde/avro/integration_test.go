@@ -266,11 +266,7 @@ func TestIntegrationBadBytes(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			hs := make([]deadletter.Header, len(r.Headers))
-			for i, h := range r.Headers {
-				hs[i] = deadletter.Header{Key: h.Key, Value: h.Value}
-			}
-			f, err := deadletter.ParseHeaders(hs)
+			f, err := deadletter.ParseHeaders(deadletter.RecordOf(r).Headers)
 			if err != nil {
 				t.Errorf("dead letter: %v", err)
 				return
