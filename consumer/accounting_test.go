@@ -146,10 +146,10 @@ func TestIntegrationAccounting(t *testing.T) {
 	cons, err := consumer.New(consumer.Config[string, order]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
 		Key: serde.String(), Value: serde.JSON[order](),
-		Handler:    flakyHandler(l),
-		Policy:     fastPolicy(),
-		DeadLetter: consumer.DeadLetterConfig{CreateTopic: true},
-		Logger:     testLogger(t), CommitInterval: 200 * time.Millisecond,
+		Handler: flakyHandler(l),
+		Policy:  fastPolicy(),
+
+		Logger: testLogger(t), CommitInterval: 200 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("acct-test")},
 	})
 	if err != nil {

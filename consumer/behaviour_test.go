@@ -180,7 +180,7 @@ func TestIntegrationDeadLetterOutage(t *testing.T) {
 		l.done(r.Raw)
 		return nil
 	}, func(cfg *consumer.Config[string, order]) {
-		cfg.DeadLetter = consumer.DeadLetterConfig{Topic: deadletter.Template("{topic}.dead"), Retry: backoff.Fixed(100 * time.Millisecond), WriteTimeout: time.Second}
+		cfg.DeadLetter = consumer.DeadLetterConfig{Topic: deadletter.Template("{topic}.dead"), Retry: backoff.Fixed(100 * time.Millisecond), WriteTimeout: time.Second, DisableTopicCreation: true}
 	})
 	stop := runConsumer(t, cons)
 	waitFor(t, time.Minute, "dead-letter writes failing", func() bool { return cons.Stats().DeadLetterWriteErrors >= 2 })
@@ -298,14 +298,10 @@ func TestIntegrationRebalance(t *testing.T) {
 			return nil
 		}
 	}
-	a := newConsumer(t, c, topic, group, h(la), func(cfg *consumer.Config[string, order]) {
-		cfg.DeadLetter.CreateTopic = true
-	})
+	a := newConsumer(t, c, topic, group, h(la), nil)
 	stopA := runConsumer(t, a)
 	waitFor(t, time.Minute, "first member started", func() bool { return la.count() >= 500 })
-	b := newConsumer(t, c, topic, group, h(lb), func(cfg *consumer.Config[string, order]) {
-		cfg.DeadLetter.CreateTopic = true
-	})
+	b := newConsumer(t, c, topic, group, h(lb), nil)
 	stopB := runConsumer(t, b)
 	waitFor(t, time.Minute, "second member got partitions", func() bool { return lb.count() >= 200 })
 	if err := stopB(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -77,11 +78,17 @@ type Config[K, V any] struct {
 	// CommitInterval is how often settled offsets are committed. Optional:
 	// 5s. Offsets are also committed on revoke and on shutdown.
 	CommitInterval time.Duration
-	// MaxBufferedRecords bounds the records buffered per partition before
-	// its fetching is paused. Optional: 10000.
-	MaxBufferedRecords int
+	// Buffer bounds the records the consumer holds, per partition and in
+	// total. Optional: see [BufferLimits] for the defaults.
+	Buffer BufferLimits
+	// GroupProtocol chooses the consumer-group protocol. Optional:
+	// [GroupClassic].
+	GroupProtocol GroupProtocol
 	// Logger receives structured logs; record-level lines carry topic,
-	// partition, offset and timestamp. Optional: slog.Default().
+	// partition, offset and timestamp, and are rate-limited per partition
+	// (at most 20 lines per 10s, then one line that counts the rest).
+	// franz-go's own log lines go here too, at warn level and above (set
+	// kgo.WithLogger in ClientOpts to change that). Optional: slog.Default().
 	Logger *slog.Logger
 	// Skip chooses failures to skip, before any retry or dead letter: a
 	// record for which it returns true is logged, counted as skipped and
@@ -103,16 +110,135 @@ type Config[K, V any] struct {
 type DeadLetterConfig struct {
 	// Topic names the dead-letter topic. Optional: "{topic}.dlq".
 	Topic deadletter.Template
-	// CreateTopic creates a missing dead-letter topic with the source
-	// topic's partition count and the broker's default replication.
-	// Optional: off, and a missing topic is a write failure that is retried.
-	CreateTopic bool
+	// DisableTopicCreation turns off the creation of missing dead-letter
+	// topics. Optional: off, so a missing dead-letter topic is created when
+	// its source topic's partitions are assigned, with the source topic's
+	// partition count, the broker's default replication and
+	// max.message.bytes = the source topic's limit + [LetterHeadroom]. With
+	// creation off, a missing topic is reported at assignment (a log line
+	// and Stats.DeadLetterTopics) and a letter for it waits until it exists.
+	DisableTopicCreation bool
 	// Retry paces retries of a failed dead-letter write. Writes are retried
 	// until they succeed; the partition waits meanwhile and its offset never
 	// passes the record. Optional: exponential from 200ms, capped at 10s.
 	Retry backoff.Policy
 	// WriteTimeout bounds one write attempt. Optional: 10s.
 	WriteTimeout time.Duration
+	// Unwritable decides what happens to a letter whose write can never
+	// succeed (too large for the dead-letter topic, not authorized, rejected
+	// by a policy, an invalid topic): the partition shows as stuck at once,
+	// with the error in Stats.Stuck, and then waits, halts or skips.
+	// Optional: [UnwritableWait].
+	Unwritable Unwritable
+}
+
+// Unwritable is what happens to a dead letter that can never be written.
+type Unwritable uint8
+
+const (
+	// UnwritableWait retries the write with DeadLetterConfig.Retry until it
+	// succeeds (the cause fixed: the topic's limit raised, an ACL granted)
+	// or an operator skips the record: nothing is lost, and the stuck
+	// partition is visible. The default.
+	UnwritableWait Unwritable = iota
+	// UnwritableHalt stops the consumer: Run returns a *HaltError naming the
+	// record, and the offset does not move past it.
+	UnwritableHalt
+	// UnwritableSkip settles the record as skipped: logged with its topic,
+	// partition, offset and timestamp, and counted in Stats.Skipped.
+	UnwritableSkip
+)
+
+func (u Unwritable) String() string {
+	switch u {
+	case UnwritableWait:
+		return "wait"
+	case UnwritableHalt:
+		return "halt"
+	case UnwritableSkip:
+		return "skip"
+	}
+	return "unwritable(" + strconv.Itoa(int(u)) + ")"
+}
+
+// BufferLimits bounds what the consumer holds: a record is held from its
+// fetch until it is settled and no longer needed for the commit (queued,
+// being handled, or settled behind a dead letter not yet acknowledged).
+// Each zero field takes its default.
+//
+// A partition over its own bound has its fetching paused, and resumed when it
+// is back under half of it; franz-go then drops what it had fetched for that
+// partition and fetches it again on resume. When all flowing partitions
+// together reach the total, the consumer stops polling until they are under it
+// again: nothing fetched is thrown away. A partition paused for a retry keeps
+// what it holds (at most its own bound) and does not count toward the total, so
+// stuck partitions never starve the others. What the consumer holds is
+// therefore at most the total plus each paused partition's bound, plus one
+// fetch (franz-go's FetchMaxBytes) being handed over.
+type BufferLimits struct {
+	// PartitionRecords bounds the records one partition holds. Optional: 10000.
+	PartitionRecords int
+	// PartitionBytes bounds the bytes (keys, values and headers) one
+	// partition holds. Optional: 32 MiB.
+	PartitionBytes int64
+	// TotalRecords bounds the records all flowing partitions hold together.
+	// Optional: 20000.
+	TotalRecords int
+	// TotalBytes bounds the bytes all flowing partitions hold together.
+	// Optional: 64 MiB.
+	TotalBytes int64
+}
+
+func (b BufferLimits) withDefaults() BufferLimits {
+	if b.PartitionRecords == 0 {
+		b.PartitionRecords = 10000
+	}
+	if b.PartitionBytes == 0 {
+		b.PartitionBytes = 32 << 20
+	}
+	if b.TotalRecords == 0 {
+		b.TotalRecords = 20000
+	}
+	if b.TotalBytes == 0 {
+		b.TotalBytes = 64 << 20
+	}
+	return b
+}
+
+func (b BufferLimits) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"PartitionRecords", int64(b.PartitionRecords)}, {"PartitionBytes", b.PartitionBytes}, {"TotalRecords", int64(b.TotalRecords)}, {"TotalBytes", b.TotalBytes}} {
+		if f.v < 0 {
+			return configErr("Buffer."+f.name, "negative")
+		}
+	}
+	return nil
+}
+
+// GroupProtocol is a consumer-group protocol.
+type GroupProtocol uint8
+
+const (
+	// GroupClassic is the classic protocol: the group leader assigns
+	// partitions (cooperative-sticky), every broker version supports it.
+	GroupClassic GroupProtocol = iota
+	// GroupConsumer is the consumer protocol of KIP-848: the broker assigns
+	// partitions and rebalances are incremental, with no stop-the-world
+	// phase. It needs Kafka 4.0 or later (franz-go recommends 4.3+, where
+	// commits during a rebalance cannot fail with STALE_MEMBER_EPOCH).
+	GroupConsumer
+)
+
+func (g GroupProtocol) String() string {
+	switch g {
+	case GroupClassic:
+		return "classic"
+	case GroupConsumer:
+		return "consumer"
+	}
+	return "protocol(" + strconv.Itoa(int(g)) + ")"
 }
 
 // Action is what happens to a failed record that is not, or no longer,
@@ -186,8 +312,8 @@ var (
 	defaultProcessRetry     = backoff.MaxAttempts(backoff.Exponential{Initial: 100 * time.Millisecond, Multiplier: 2, Max: 5 * time.Second, Jitter: backoff.JitterFull}, 4)
 	defaultDeadLetterRetry  = backoff.Exponential{Initial: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, Jitter: backoff.JitterEqual}
 	defaultCommitInterval   = 5 * time.Second
-	defaultMaxBuffered      = 10000
 	defaultDeadLetterTimout = 10 * time.Second
+	defaultFetchMaxWait     = 500 * time.Millisecond
 )
 
 func (o Outcome) withDefaults(retry backoff.Policy) Outcome {
@@ -240,7 +366,7 @@ func (p Policy) validate() error {
 			return configErr("Policy."+s.name+".Then", fmt.Sprintf("unknown action %d", s.o.Then))
 		}
 		if s.o.Retry != nil { // nil: the slot's default
-			if err := backoff.Validate(s.o.Retry); err != nil {
+			if err := checkRetry(s.o.Retry); err != nil {
 				return configErr("Policy."+s.name+".Retry", err.Error())
 			}
 		}
@@ -253,8 +379,8 @@ func (c *Config[K, V]) validate() error {
 		return configErr("Brokers", "required: no seed brokers")
 	}
 	for _, b := range c.Brokers {
-		if strings.TrimSpace(b) == "" {
-			return configErr("Brokers", "empty broker address")
+		if err := checkBroker(b); err != nil {
+			return configErr("Brokers", err.Error())
 		}
 	}
 	if len(c.Topics) == 0 {
@@ -277,8 +403,14 @@ func (c *Config[K, V]) validate() error {
 	if c.CommitInterval < 0 || (c.CommitInterval > 0 && c.CommitInterval < 100*time.Millisecond) {
 		return configErr("CommitInterval", fmt.Sprintf("%v: must be at least 100ms", c.CommitInterval))
 	}
-	if c.MaxBufferedRecords < 0 {
-		return configErr("MaxBufferedRecords", "negative")
+	if err := c.Buffer.validate(); err != nil {
+		return err
+	}
+	if c.GroupProtocol > GroupConsumer {
+		return configErr("GroupProtocol", fmt.Sprintf("unknown protocol %d", c.GroupProtocol))
+	}
+	if c.DeadLetter.Unwritable > UnwritableSkip {
+		return configErr("DeadLetter.Unwritable", fmt.Sprintf("unknown choice %d", c.DeadLetter.Unwritable))
 	}
 	if c.DeadLetter.WriteTimeout < 0 {
 		return configErr("DeadLetter.WriteTimeout", "negative")
@@ -287,11 +419,52 @@ func (c *Config[K, V]) validate() error {
 		return configErr("DeadLetter.Topic", err.Error())
 	}
 	if c.DeadLetter.Retry != nil {
-		if err := backoff.Validate(c.DeadLetter.Retry); err != nil {
+		if err := checkRetry(c.DeadLetter.Retry); err != nil {
 			return configErr("DeadLetter.Retry", err.Error())
 		}
 	}
 	return c.Policy.validate()
+}
+
+// checkBroker checks one seed broker address: host, or host:port with a
+// port number.
+func checkBroker(b string) error {
+	if strings.TrimSpace(b) == "" {
+		return fmt.Errorf("empty broker address")
+	}
+	if !strings.Contains(b, ":") {
+		return nil // franz-go adds the default port 9092
+	}
+	host, port, err := net.SplitHostPort(b)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", b, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", b)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from 1 to 65535", b, port)
+	}
+	return nil
+}
+
+// spinProbe is how many attempts checkRetry asks a policy about.
+const spinProbe = 1000
+
+// checkRetry validates a retry policy and rejects one that would spin: a
+// policy that never waits and does not stop within spinProbe attempts (such
+// as backoff.Fixed(0)) would turn a failing record into a hot loop.
+func checkRetry(p backoff.Policy) error {
+	if err := backoff.Validate(p); err != nil {
+		return err
+	}
+	for attempt := 1; attempt <= spinProbe; attempt++ {
+		w, ok := p.Next(attempt, 0)
+		if !ok || w > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the policy never waits and does not stop within %d attempts: it would spin; give it a wait (backoff.Fixed(100*time.Millisecond)) or an attempt limit (backoff.MaxAttempts)", backoff.ErrInvalid, spinProbe)
 }
 
 // retryDisabledFromEnv reads the kill switch.

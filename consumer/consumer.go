@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/antidote-kafka/antidote/failure"
 )
@@ -25,6 +27,9 @@ type Consumer[K, V any] struct {
 	cl         *kgo.Client
 	dlq        *dlqWriter
 	stats      stats
+	budget     budget // what the flowing partitions hold together
+	brokers    brokerWatch
+	workers    workerSet // goroutines that run user code: Close must not wait for them
 
 	retryOff atomic.Bool
 	// wakeCh is closed and replaced to wake every sleeping retry: when the
@@ -39,7 +44,7 @@ type Consumer[K, V any] struct {
 	runDone  chan struct{}   // closed when Run returns
 	runCtx   context.Context // ended by Run's ctx, a halt or Close
 	stop     context.CancelCauseFunc
-	workers  sync.WaitGroup
+	running  sync.WaitGroup // partition workers
 	haltOnce sync.Once
 	haltErr  error
 }
@@ -63,9 +68,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = defaultCommitInterval
 	}
-	if cfg.MaxBufferedRecords == 0 {
-		cfg.MaxBufferedRecords = defaultMaxBuffered
-	}
+	cfg.Buffer = cfg.Buffer.withDefaults()
 	if cfg.DeadLetter.Retry == nil {
 		cfg.DeadLetter.Retry = defaultDeadLetterRetry
 	}
@@ -86,17 +89,25 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		parts:      make(map[tp]*partition[K, V]),
 		wakeCh:     make(chan struct{}),
 		runDone:    make(chan struct{}),
+		budget:     budget{maxRecords: cfg.Buffer.TotalRecords, maxBytes: cfg.Buffer.TotalBytes},
 	}
 	c.retryOff.Store(off)
 	c.runCtx, c.stop = context.WithCancelCause(context.Background())
+	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
 
-	opts := make([]kgo.Opt, 0, len(cfg.ClientOpts)+12)
+	opts := make([]kgo.Opt, 0, len(cfg.ClientOpts)+16)
 	if len(cfg.Brokers) > 0 {
 		opts = append(opts, kgo.SeedBrokers(cfg.Brokers...))
 	}
-	// Dead letters are written as they happen: no linger, unless the user
-	// asks for one.
-	opts = append(opts, kgo.ProducerLinger(0))
+	opts = append(opts,
+		// Dead letters are written as they happen: no linger, unless the
+		// user asks for one.
+		kgo.ProducerLinger(0),
+		// A resumed partition is fetched again within half a second, as
+		// with the Java client's fetch.max.wait.ms, not franz-go's 5s.
+		kgo.FetchMaxWait(defaultFetchMaxWait),
+		kgo.WithLogger(clientLogger{kslog.New(c.log.With("client", "franz-go")), kgo.LogLevelWarn}),
+	)
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
@@ -104,16 +115,22 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(cfg.CommitInterval),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
 		kgo.RecordPartitioner(newDLQPartitioner()),
+		kgo.ProducerBatchMaxBytesFn(c.dlq.batchMax),
+		kgo.WithHooks(&c.brokers),
 	)
+	if cfg.GroupProtocol == GroupConsumer {
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, configErr("ClientOpts", err.Error())
 	}
 	c.cl = cl
-	c.dlq = newDLQWriter(cl, &c.cfg, c.log, &c.stats)
+	c.dlq.attach(cl)
 	if off {
 		c.log.Warn("retrying is turned off by the kill switch", "env", EnvRetryDisabled)
 	}
@@ -140,9 +157,17 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 	runCtx := c.runCtx
 	defer context.AfterFunc(ctx, func() { c.stop(nil) })()
 
-	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load())
+	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
+	go c.brokers.watch(runCtx, c.log, c.cl.OptValue(kgo.SeedBrokers))
 	for {
-		fs := c.cl.PollRecords(runCtx, 0)
+		// Wait while the flowing partitions hold the total: the client
+		// keeps what it fetched meanwhile, nothing is dropped.
+		n := c.budget.room(runCtx)
+		if n == 0 {
+			c.cl.AllowRebalance()
+			break
+		}
+		fs := c.cl.PollRecords(runCtx, n)
 		if runCtx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			break
@@ -173,7 +198,7 @@ func (c *Consumer[K, V]) shutdown() error {
 	for _, p := range parts {
 		p.cancel()
 	}
-	c.workers.Wait()
+	c.running.Wait()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -190,13 +215,19 @@ func (c *Consumer[K, V]) shutdown() error {
 
 // Close stops the consumer. If Run is running, Close stops it as if its ctx
 // had ended and waits for it to return; if Run was never called, Close
-// closes the client (New has already joined the group). Close may be called
-// more than once.
+// closes the client (New has already joined the group). Called from a
+// handler, a deserializer or Config.Skip (code that Run waits for), Close
+// stops the consumer and returns at once: Run returns after that code does,
+// and the record it was handling stays unsettled. Close may be called more
+// than once.
 func (c *Consumer[K, V]) Close() {
 	c.stop(nil)
 	if c.runOnce.CompareAndSwap(false, true) {
 		close(c.runDone)
 		c.cl.Close()
+		return
+	}
+	if c.workers.isWorker() {
 		return
 	}
 	<-c.runDone
@@ -221,9 +252,10 @@ func (c *Consumer[K, V]) partition(topic string, part int32) *partition[K, V] {
 	if p == nil {
 		p = newPartition(c, topic, part)
 		c.parts[key] = p
-		c.workers.Add(1)
+		c.running.Add(1)
 		go func() {
-			defer c.workers.Done()
+			defer c.running.Done()
+			defer c.workers.enter()()
 			p.run()
 		}()
 	}
@@ -252,8 +284,28 @@ func (c *Consumer[K, V]) stopPartitions(m map[string][]int32) {
 	c.cl.ResumeFetchPartitions(m)
 }
 
+// onAssigned checks the dead-letter topics of newly assigned topics (and
+// creates missing ones), so that a topic that cannot be written is reported
+// before any record depends on it.
+func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	topics := make([]string, 0, len(assigned))
+	for t := range assigned {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.DeadLetter.WriteTimeout)
+	defer cancel()
+	c.dlq.check(ctx, topics)
+}
+
+// revokeCommitTimeout bounds the commit made when partitions are revoked:
+// the group waits for it.
+const revokeCommitTimeout = 10 * time.Second
+
 func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	c.stopPartitions(revoked)
+	ctx, cancel := context.WithTimeout(ctx, revokeCommitTimeout)
+	defer cancel()
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		c.log.Warn("commit on revoke failed; unsettled and uncommitted records will be redelivered", "err", err)
 	}
@@ -307,18 +359,21 @@ func (c *Consumer[K, V]) wakeSignal() <-chan struct{} {
 	return c.wakeCh
 }
 
-// Skip settles the record that partition topic/part is stuck on (retrying
-// after a failure, or waiting for a dead-letter write) as skipped: it is
-// logged and counted, the partition moves past it and its offset is committed
-// as settled. It returns the skipped offset.
-func (c *Consumer[K, V]) Skip(topic string, part int32) (int64, error) {
+// Skip settles the record at offset that partition topic/part is stuck on
+// (retrying after a failure, or waiting for its dead-letter write; see
+// [Stats.Stuck]) as skipped: it is logged and counted, the partition moves
+// past it and its offset is committed as settled. It returns an error
+// wrapping [ErrNotStuck] when the partition is not stuck on that offset (it
+// recovered, or is stuck on another record: an operator never skips a record
+// they did not see), and [ErrNotAssigned] when this member does not own it.
+func (c *Consumer[K, V]) Skip(topic string, part int32, offset int64) error {
 	c.mu.Lock()
 	p := c.parts[tp{topic, part}]
 	c.mu.Unlock()
 	if p == nil {
-		return -1, fmt.Errorf("%w: %s/%d", ErrNotAssigned, topic, part)
+		return fmt.Errorf("%w: %s/%d", ErrNotAssigned, topic, part)
 	}
-	return p.skipStuck()
+	return p.skipStuck(offset)
 }
 
 // Stats returns a snapshot of the counters.
@@ -327,11 +382,20 @@ func (c *Consumer[K, V]) Stats() Stats {
 	s.RetryEnabled = !c.retryOff.Load()
 	c.mu.Lock()
 	for _, p := range c.parts {
-		if off, attempts, ok := p.stuckOn(); ok {
-			s.Stuck = append(s.Stuck, Stuck{Topic: p.topic, Partition: p.part, Offset: off, Attempts: attempts})
+		if st, ok := p.stuckOn(); ok {
+			s.Stuck = append(s.Stuck, st)
 		}
+		n, sz := p.heldNow()
+		s.BufferedRecords += n
+		s.BufferedBytes += sz
 	}
 	c.mu.Unlock()
+	sort.Slice(s.Stuck, func(i, j int) bool {
+		a, b := s.Stuck[i], s.Stuck[j]
+		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+	})
+	s.DeadLetterTopics = c.dlq.states()
+	s.Brokers = c.brokers.state()
 	if len(c.cfg.Dependencies) > 0 {
 		s.Dependencies = make(map[string]string, len(c.cfg.Dependencies))
 		for name, state := range c.cfg.Dependencies {
@@ -339,19 +403,4 @@ func (c *Consumer[K, V]) Stats() Stats {
 		}
 	}
 	return s
-}
-
-// sleep waits d, or until ctx ends or wake is closed (the kill switch,
-// WakeRetries).
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	case <-wake:
-		return nil
-	}
 }

@@ -91,7 +91,6 @@ func stringConsumer(t *testing.T, c *kafkatest.Cluster, topic string, h consumer
 	t.Helper()
 	return testConsumer(t, c, topic, kafkatest.UniqueName("g"), serde.String(serde.ValidUTF8()), h, func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
-		cfg.DeadLetter.CreateTopic = true
 		if mod != nil {
 			mod(cfg)
 		}
@@ -172,17 +171,26 @@ func TestOperatorSkip(t *testing.T) {
 	}, func(cfg *consumer.Config[string, string]) {
 		cfg.Policy.Process.Transient.Retry = backoff.Fixed(50 * time.Millisecond)
 	})
-	if _, err := cons.Skip(topic, 0); !errors.Is(err, consumer.ErrNotAssigned) {
+	if err := cons.Skip(topic, 0, 0); !errors.Is(err, consumer.ErrNotAssigned) {
 		t.Fatalf("Skip before assignment = %v; want ErrNotAssigned", err)
 	}
 	stop := runConsumer(t, cons)
 	waitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
-	off, err := cons.Skip(topic, 0)
-	if err != nil || off != 0 {
-		t.Fatalf("Skip = %d, %v; want offset 0", off, err)
+	if st := cons.Stats().Stuck[0]; st.Offset != 0 || st.Reason != consumer.StuckRetrying || st.Attempts < 1 || st.Since.IsZero() || !strings.Contains(st.LastError, "down") {
+		t.Fatalf("Stuck = %+v; want offset 0, retrying, attempts, since and the last error", st)
+	}
+	// An offset the operator did not see is refused, and nothing is skipped.
+	if err := cons.Skip(topic, 0, 1); !errors.Is(err, consumer.ErrNotStuck) || !strings.Contains(err.Error(), "stuck on offset 0, not 1") {
+		t.Fatalf("Skip at the wrong offset = %v; want ErrNotStuck naming offset 0", err)
+	}
+	if next.Load() || cons.Stats().Skipped != 0 {
+		t.Fatal("a refused skip moved the partition")
+	}
+	if err := cons.Skip(topic, 0, 0); err != nil {
+		t.Fatalf("Skip(0) = %v", err)
 	}
 	waitFor(t, 30*time.Second, "next record", next.Load)
-	if _, err := cons.Skip(topic, 0); !errors.Is(err, consumer.ErrNotStuck) {
+	if err := cons.Skip(topic, 0, 1); !errors.Is(err, consumer.ErrNotStuck) {
 		t.Fatalf("Skip on a flowing partition = %v; want ErrNotStuck", err)
 	}
 	if err := stop(); err != nil {

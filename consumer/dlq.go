@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +22,14 @@ import (
 // dlqWriter writes dead letters. Writes are asynchronous: a partition keeps
 // processing while its dead letters are in flight, and marks offsets for
 // commit only up to the first letter not yet acknowledged.
+//
+// Sizing: a letter is its source record plus the failure headers, so a
+// source record near its topic's size limit must still fit. When partitions
+// are assigned, the writer reads the source topic's max.message.bytes, creates
+// the dead-letter topic with that plus [LetterHeadroom] (or reads the limit of
+// an existing one), and sizes its produce batches for the dead-letter topic
+// (kgo.ProducerBatchMaxBytesFn). A letter over the limit first loses its error
+// message; one that still does not fit can never be written.
 type dlqWriter struct {
 	cl       *kgo.Client
 	adm      *kadm.Client
@@ -33,9 +43,28 @@ type dlqWriter struct {
 	stats    *stats
 
 	mu      sync.Mutex
-	ready   map[string]bool  // dead-letter topics known to exist
-	srcSize map[string]int32 // partition counts of source topics
-	names   sync.Map         // source topic -> dead-letter topic
+	topics  map[string]*dlqTopic // by dead-letter topic
+	srcSize map[string]int32     // partition counts of source topics
+	names   sync.Map             // source topic -> dead-letter topic
+}
+
+// LetterHeadroom is what a dead-letter topic created by the consumer accepts
+// beyond its source topic's max.message.bytes: room for the failure headers,
+// which stay well under it (see package deadletter's size bounds).
+const LetterHeadroom = 64 << 10
+
+// defaultBatchMax is franz-go's default ProducerBatchMaxBytes, used for a
+// dead-letter topic whose limit is not known.
+const defaultBatchMax = 1_000_012
+
+// dlqTopic is what the writer knows of one dead-letter topic.
+type dlqTopic struct {
+	name     string
+	source   string
+	ready    bool  // exists (or was created) and its limit is known
+	maxBytes int32 // its max.message.bytes; 0 when unknown
+	err      error // why it is not ready
+	checked  time.Time
 }
 
 // topicFor returns the dead-letter topic of a source topic.
@@ -48,12 +77,29 @@ func (w *dlqWriter) topicFor(source string) string {
 	return n
 }
 
-func newDLQWriter[K, V any](cl *kgo.Client, cfg *Config[K, V], log *slog.Logger, st *stats) *dlqWriter {
+func newDLQWriter[K, V any](cfg *Config[K, V], log *slog.Logger, st *stats) *dlqWriter {
 	return &dlqWriter{
-		cl: cl, adm: kadm.NewClient(cl), tmpl: cfg.DeadLetter.Topic, group: cfg.Group, clientID: clientID(cl),
-		create: cfg.DeadLetter.CreateTopic, retry: cfg.DeadLetter.Retry, timeout: cfg.DeadLetter.WriteTimeout,
-		log: log, stats: st, ready: make(map[string]bool), srcSize: make(map[string]int32),
+		tmpl: cfg.DeadLetter.Topic, group: cfg.Group,
+		create: !cfg.DeadLetter.DisableTopicCreation, retry: cfg.DeadLetter.Retry, timeout: cfg.DeadLetter.WriteTimeout,
+		log: log, stats: st, topics: make(map[string]*dlqTopic), srcSize: make(map[string]int32),
 	}
+}
+
+// attach gives the writer its client, once it exists.
+func (w *dlqWriter) attach(cl *kgo.Client) {
+	w.cl, w.adm, w.clientID = cl, kadm.NewClient(cl), clientID(cl)
+}
+
+// batchMax is the kgo.ProducerBatchMaxBytesFn of the client: the dead-letter
+// topic's own limit when it is known. franz-go asks once per partition, on
+// the first produce to it, which follows the check at assignment.
+func (w *dlqWriter) batchMax(topic string) int32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.topics[topic]; t != nil && t.maxBytes > 0 {
+		return t.maxBytes
+	}
+	return defaultBatchMax
 }
 
 // partitionKey carries a dlqTarget to the partitioner.
@@ -69,47 +115,113 @@ type dlqTarget struct {
 // letter is one dead letter on its way to the dead-letter topic.
 type letter struct {
 	src      *kgo.Record
+	f        *deadletter.Failure
 	tmpl     kgo.Record // the dead letter; each send produces a copy
 	stage    deadletter.Stage
 	class    failure.Class
 	reason   deadletter.Reason
-	cause    error // the failure that dead-lettered src
-	attempts int   // tries of src before it was dead-lettered
-	tries    int   // write attempts so far
+	cause    error     // the failure that dead-lettered src
+	attempts int       // tries of src before it was dead-lettered
+	tries    int       // write attempts so far
+	first    time.Time // of the first write
 	lastWait time.Duration
-	skipped  bool // settled as skipped by an operator instead
+	shrunk   bool   // the failure headers lost the error message
+	skipped  string // why it was settled as skipped instead ("operator", "unwritable")
 
 	cur *write // the latest write attempt
 }
 
 // write is one attempt to write a letter.
 type write struct {
-	done chan struct{} // closed when acknowledged or failed
-	err  error         // read after done
+	start time.Time
+	done  chan struct{} // closed when acknowledged or failed
+	err   error         // read after done
+}
+
+func (l *letter) isDone() bool {
+	select {
+	case <-l.cur.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // ok reports whether the latest write was acknowledged; it must be called
 // after done was closed.
 func (l *letter) ok() bool { return l.cur.err == nil }
 
+// final reports whether l is settled: acknowledged, or skipped.
+func (l *letter) final() bool { return l.skipped != "" || (l.isDone() && l.ok()) }
+
+// failed reports whether the latest write failed and l is not skipped.
+func (l *letter) failed() bool { return l.skipped == "" && l.isDone() && !l.ok() }
+
 // newLetter builds the dead letter of rec: rec's key, value and headers byte
 // for byte, then the failure headers of f.
 func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
 	f.ClientID = w.clientID
-	fh := f.AppendHeaders(make([]deadletter.Header, 0, 16))
-	hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+len(fh))
-	hs = append(hs, rec.Headers...)
+	l := &letter{
+		src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
+		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Key: rec.Key, Value: rec.Value},
+	}
+	l.tmpl.Headers = l.headers()
+	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
+		l.shrink()
+	}
+	return l
+}
+
+// headers are the source record's headers followed by the failure headers.
+func (l *letter) headers() []kgo.RecordHeader {
+	fh := l.f.AppendHeaders(make([]deadletter.Header, 0, 16))
+	hs := make([]kgo.RecordHeader, 0, len(l.src.Headers)+len(fh))
+	hs = append(hs, l.src.Headers...)
 	for _, h := range fh {
 		hs = append(hs, kgo.RecordHeader(h))
 	}
-	return &letter{
-		src: rec, stage: f.Stage, reason: f.Reason, cause: cause,
-		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Key: rec.Key, Value: rec.Value, Headers: hs},
-	}
+	return hs
 }
 
-// send starts writing l without waiting: l.done is closed when the broker
-// acknowledged the write or it failed (l.err).
+// shrink drops the error message from the failure headers: the first thing
+// to give up when a letter does not fit. It reports whether anything changed.
+func (l *letter) shrink() bool {
+	if l.shrunk {
+		return false
+	}
+	l.shrunk = true
+	l.f.Message = "(dropped: the dead letter was over the topic's size limit)"
+	l.tmpl.Headers = l.headers()
+	return true
+}
+
+// letterSize is a record's size in a batch, generously estimated: its bytes
+// plus the record and batch framing.
+func letterSize(r *kgo.Record) int32 {
+	n := len(r.Key) + len(r.Value) + 128
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	return int32(min(n, 1<<31-1))
+}
+
+// limit is the known size limit of a dead-letter topic, 0 if unknown.
+func (w *dlqWriter) limit(topic string) int32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.topics[topic]; t != nil {
+		return t.maxBytes
+	}
+	return 0
+}
+
+// ErrLetterTooLarge is the write error of a dead letter that is larger than
+// its dead-letter topic accepts even without its error message. It can never
+// be written; [DeadLetterConfig.Unwritable] decides what happens.
+var ErrLetterTooLarge = errors.New("consumer: dead letter larger than the dead-letter topic accepts")
+
+// send starts writing l without waiting: l.cur.done is closed when the
+// broker acknowledged the write or it failed (l.cur.err).
 //
 // The write does not end with the partition's context: a letter in flight
 // at a revoke or a shutdown gets WriteTimeout to be acknowledged, so that
@@ -117,16 +229,26 @@ func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause erro
 // produces a fresh record: an abandoned one may still be in franz-go's
 // hands.
 func (w *dlqWriter) send(ctx context.Context, l *letter) {
-	wr := &write{done: make(chan struct{})}
+	wr := &write{start: time.Now(), done: make(chan struct{})}
+	if l.tries == 0 {
+		l.first = wr.start
+	}
 	l.cur = wr
 	l.tries++
-	sources, err := w.sourcePartitions(ctx, l.src.Topic)
-	if err == nil {
-		err = w.ensureTopic(ctx, l.tmpl.Topic, sources)
-	}
-	if err != nil {
+	fail := func(err error) {
 		wr.err = err
 		close(wr.done)
+	}
+	sources, err := w.sourcePartitions(ctx, l.src.Topic)
+	if err == nil {
+		err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
+		fail(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
 		return
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
@@ -139,36 +261,58 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	})
 }
 
-// resend writes a letter whose write failed, retrying under the write
-// policy until it is acknowledged or ctx ends. A policy that gives up keeps
-// waiting its last wait (at least a second) between writes: a dead letter is
-// never dropped. When ctx ends, a write still in flight is abandoned.
-func (w *dlqWriter) resend(ctx context.Context, l *letter) error {
-	for {
-		if l.ok() {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		w.stats.dlqWriteErrors.Add(1)
-		wait, ok := backoff.Next(w.retry, l.tries, 0, l.cur.err)
-		if !ok {
-			wait = max(l.lastWait, time.Second)
-		}
-		l.lastWait = wait
-		w.log.Error("dead-letter write failed; the partition waits and retries",
-			append(recordAttrs(l.src), "dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", wait, "err", l.cur.err)...)
-		if err := backoff.Sleep(ctx, wait); err != nil {
-			return err
-		}
-		w.send(ctx, l)
-		select {
-		case <-l.cur.done:
-		case <-ctx.Done():
-			return ctx.Err()
+// nextWait is how long to wait before writing l again. A policy that gives
+// up keeps waiting its last wait (at least a second): a dead letter is never
+// dropped.
+func (w *dlqWriter) nextWait(l *letter) time.Duration {
+	if tooLarge(l.cur.err) && l.shrink() {
+		return 0 // smaller now: try again at once
+	}
+	wait, ok := backoff.Next(w.retry, l.tries, 0, l.cur.err)
+	if !ok {
+		wait = max(l.lastWait, time.Second)
+	}
+	l.lastWait = wait
+	return wait
+}
+
+// rewrite waits, then writes l again and waits for the outcome. It returns
+// ctx's error when ctx ends first; a write still in flight is abandoned.
+func (w *dlqWriter) rewrite(ctx context.Context, l *letter, wait time.Duration) error {
+	if err := backoff.Sleep(ctx, wait); err != nil {
+		return err
+	}
+	w.send(ctx, l)
+	select {
+	case <-l.cur.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tooLarge reports whether err says a record or batch is too large.
+func tooLarge(err error) bool {
+	return errors.Is(err, ErrLetterTooLarge) || errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+}
+
+// unwritable reports whether a dead-letter write error can never succeed
+// however often it is retried: the letter is too large, the topic is not
+// authorized or not valid, a policy rejects it.
+func unwritable(err error) bool {
+	if tooLarge(err) {
+		return true
+	}
+	for _, e := range []error{
+		kerr.InvalidRecord, kerr.CorruptMessage, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+		kerr.PolicyViolation, kerr.InvalidTopicException, kerr.InvalidRequiredAcks, kerr.UnsupportedForMessageFormat,
+		kerr.InvalidProducerEpoch, kerr.TransactionalIDAuthorizationFailed, kerr.UnsupportedVersion,
+	} {
+		if errors.Is(err, e) {
+			return true
 		}
 	}
+	return false
 }
 
 // clientID is the client id the client was configured with.
@@ -201,40 +345,140 @@ func (w *dlqWriter) sourcePartitions(ctx context.Context, source string) (int32,
 	return n, nil
 }
 
-// ensureTopic creates a missing dead-letter topic when configured to, with
-// the source topic's partition count.
-func (w *dlqWriter) ensureTopic(ctx context.Context, topic string, partitions int32) error {
-	if !w.create {
-		return nil
+// check checks the dead-letter topic of each source topic, creating it if
+// it is missing and creation is on, and logs what cannot be written. It runs
+// when partitions are assigned, before any record depends on it.
+func (w *dlqWriter) check(ctx context.Context, sources []string) {
+	for _, src := range sources {
+		dlq := w.topicFor(src)
+		w.mu.Lock()
+		t := w.topics[dlq]
+		w.mu.Unlock()
+		if t != nil && t.ready {
+			continue
+		}
+		n, err := w.sourcePartitions(ctx, src)
+		if err == nil {
+			err = w.ensure(ctx, src, dlq, n)
+		}
+		if err != nil {
+			w.log.Error("dead-letter topic cannot be used: a poison pill of this topic will wait until it can (Stats().DeadLetterTopics)",
+				"topic", src, "dlq_topic", dlq, "err", err)
+		}
 	}
+}
+
+// ensure makes sure the dead-letter topic of source exists and knows its
+// size limit: it creates a missing one when creation is on, with the source
+// topic's partition count, the broker's default replication and
+// max.message.bytes = the source topic's limit + LetterHeadroom. The outcome
+// is cached when it succeeds; a failure is checked again at most once per
+// second.
+func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions int32) error {
 	w.mu.Lock()
-	ok := w.ready[topic]
+	t := w.topics[topic]
+	if t == nil {
+		t = &dlqTopic{name: topic, source: source}
+		w.topics[topic] = t
+	}
+	ready, last, lastErr := t.ready, t.checked, t.err
 	w.mu.Unlock()
-	if ok {
+	if ready {
 		return nil
 	}
+	if lastErr != nil && time.Since(last) < time.Second {
+		return lastErr
+	}
+	limit, err := w.prepare(ctx, source, topic, partitions)
+	w.mu.Lock()
+	t.checked, t.err = time.Now(), err
+	if err == nil {
+		t.ready, t.maxBytes = true, limit
+	}
+	w.mu.Unlock()
+	return err
+}
+
+// prepare does the work of ensure and returns the topic's max.message.bytes.
+func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partitions int32) (int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	details, err := w.adm.ListTopics(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("dead-letter topic %s: metadata: %w", topic, err)
+		return 0, fmt.Errorf("dead-letter topic %s: metadata: %w", topic, err)
 	}
-	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		resp, err := w.adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	d, exists := details[topic]
+	if exists && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("dead-letter topic %s: %w", topic, d.Err)
+	}
+	if !exists || d.Err != nil {
+		if !w.create {
+			return 0, fmt.Errorf("dead-letter topic %s does not exist and DeadLetterConfig.DisableTopicCreation is set: %w", topic, kerr.UnknownTopicOrPartition)
+		}
+		srcLimit, err := w.maxMessageBytes(ctx, source)
+		if err != nil {
+			return 0, fmt.Errorf("dead-letter topic %s: reading the limit of %s: %w", topic, source, err)
+		}
+		limit := int32(min(int64(srcLimit)+LetterHeadroom, 1<<30))
+		v := strconv.Itoa(int(limit))
+		resp, err := w.adm.CreateTopic(ctx, partitions, -1, map[string]*string{"max.message.bytes": &v}, topic)
 		if err == nil {
 			err = resp.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("dead-letter topic %s: create: %w", topic, err)
+			return 0, fmt.Errorf("dead-letter topic %s: create: %w", topic, err)
 		}
-		w.log.Info("created dead-letter topic", "dlq_topic", topic, "partitions", partitions)
-	} else if d.Err != nil {
-		return fmt.Errorf("dead-letter topic %s: %w", topic, d.Err)
+		if err == nil {
+			w.log.Info("created dead-letter topic", "dlq_topic", topic, "partitions", partitions, "max_message_bytes", limit)
+			return limit, nil
+		}
 	}
+	limit, err := w.maxMessageBytes(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("dead-letter topic %s: reading its max.message.bytes: %w", topic, err)
+	}
+	return limit, nil
+}
+
+// maxMessageBytes reads a topic's effective max.message.bytes.
+func (w *dlqWriter) maxMessageBytes(ctx context.Context, topic string) (int32, error) {
+	rcs, err := w.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return 0, err
+	}
+	if rc.Err != nil {
+		return 0, rc.Err
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			n, err := strconv.ParseInt(*c.Value, 10, 32)
+			if err != nil || n <= 0 {
+				return 0, fmt.Errorf("max.message.bytes %q is not a size", *c.Value)
+			}
+			return int32(n), nil
+		}
+	}
+	return 0, fmt.Errorf("max.message.bytes not reported for %s", topic)
+}
+
+// states returns what the writer knows of each dead-letter topic.
+func (w *dlqWriter) states() []DeadLetterTopic {
 	w.mu.Lock()
-	w.ready[topic] = true
-	w.mu.Unlock()
-	return nil
+	defer w.mu.Unlock()
+	out := make([]DeadLetterTopic, 0, len(w.topics))
+	for _, t := range w.topics {
+		s := DeadLetterTopic{Topic: t.name, Source: t.source, Ready: t.ready, MaxMessageBytes: t.maxBytes}
+		if t.err != nil {
+			s.Error = t.err.Error()
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
 }
 
 // dlqPartitioner sends a dead letter to its source partition when the

@@ -163,9 +163,11 @@ func TestKillSwitchFlippedWhileDeciding(t *testing.T) {
 	_ = stop()
 }
 
-// TestStuckBehindUnansweredDeadLetter: once MaxBufferedRecords settled
-// records wait behind an unacknowledged dead letter, the partition shows as
-// stuck on it, and an operator skip releases it.
+// TestStuckBehindUnansweredDeadLetter: a quiet partition whose dead letter
+// is never answered shows as stuck on it once the stuck delay has passed,
+// commits nothing past it, and an operator skip at that offset releases it.
+// (Before, the idle wait did not mark the partition: Stats().Stuck stayed
+// empty and Skip returned ErrNotStuck.)
 func TestStuckBehindUnansweredDeadLetter(t *testing.T) {
 	c := kafkatest.New(t)
 	if c.Fake() == nil {
@@ -187,23 +189,28 @@ func TestStuckBehindUnansweredDeadLetter(t *testing.T) {
 		processed.Add(1)
 		return nil
 	}, func(cfg *consumer.Config[string, string]) {
-		cfg.MaxBufferedRecords = 3
 		cfg.DeadLetter.WriteTimeout = time.Second
 	})
 	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "the records behind the pill processed", func() bool { return processed.Load() == 5 })
 	waitFor(t, 30*time.Second, "stuck behind the dead letter", func() bool { return len(cons.Stats().Stuck) == 1 })
-	if n := processed.Load(); n >= 5 {
-		t.Fatalf("processed %d records: nothing waited behind the unanswered dead letter", n)
+	st := cons.Stats().Stuck[0]
+	if st.Offset != 0 || st.Reason != consumer.StuckDeadLetter || st.Attempts != 1 || st.Since.IsZero() {
+		t.Fatalf("Stuck = %+v; want offset 0, %q, 1 write attempt, since", st, consumer.StuckDeadLetter)
 	}
-	off, err := cons.Skip(topic, 0)
-	if err != nil || off != 0 {
-		t.Fatalf("Skip = %d, %v; want offset 0", off, err)
+	group := cons.Client().OptValue(kgo.ConsumerGroup).(string)
+	time.Sleep(300 * time.Millisecond) // a few commit intervals
+	if got, ok := committed(t, c, group, topic)[0]; ok && got > 0 {
+		t.Fatalf("committed %d past the unacknowledged dead letter at 0", got)
 	}
-	waitFor(t, 30*time.Second, "the rest processed", func() bool { return processed.Load() == 5 })
+	if err := cons.Skip(topic, 0, 0); err != nil {
+		t.Fatalf("Skip(0) = %v", err)
+	}
+	waitFor(t, 30*time.Second, "committed past the skipped pill", func() bool { return committed(t, c, group, topic)[0] == 6 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if s := cons.Stats(); s.Skipped != 1 || s.DeadLettered != 0 {
-		t.Fatalf("stats %+v; want the pill skipped, nothing dead-lettered", s)
+	if s := cons.Stats(); s.Skipped != 1 || s.DeadLettered != 0 || s.Processed != 5 {
+		t.Fatalf("stats %+v; want the pill skipped, 5 processed, nothing dead-lettered", s)
 	}
 }

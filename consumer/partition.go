@@ -11,16 +11,20 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/serde"
 )
 
 // partition is the worker of one assigned partition. Records are handled one
-// at a time, in offset order. The poll goroutine pushes fetched records; the
-// worker pauses fetching of its partition while it is retrying or while its
-// buffer is full, and resumes it afterwards.
+// at a time, in offset order. Its jobs each have a type of their own:
+//
+//   - flow (flow.go): what the partition holds, and when its fetching is
+//     paused;
+//   - ledger (ledger.go): what may be committed;
+//   - the settling of a failure (settle.go): retry in place, then the
+//     policy's action;
+//   - stuck: what an operator sees and may skip.
 type partition[K, V any] struct {
 	c     *Consumer[K, V]
 	topic string
@@ -29,66 +33,75 @@ type partition[K, V any] struct {
 	stop  context.CancelFunc
 	done  chan struct{}
 	wake  chan struct{}
-	log   *slog.Logger
+	log   *recordLog
 
-	mu       sync.Mutex
-	queue    []*kgo.Record
-	paused   bool // fetching paused by us
-	retrying bool // stuck on a failed record
-	// current record being retried: its offset, attempts, and the cancel
-	// of its context for an operator skip.
-	curOffset   int64
-	curAttempts int
-	curCancel   context.CancelCauseFunc
+	mu    sync.Mutex // guards queue, flow and stuck
+	queue []*kgo.Record
+	flow  flow
+	stuck stuck
 
-	// Owned by the worker goroutine: records settled since the oldest
-	// dead letter not yet acknowledged, in offset order. Offsets are marked
-	// for commit only up to the first unacknowledged letter.
-	pending  []settled
-	inflight int // letters in pending not yet reaped
-	// unmarked is the last record settled but not yet marked for commit,
-	// and unmarkedN how many settled records it stands for: marks are
-	// batched (see markBatch); nil while pending is not empty.
-	unmarked  *kgo.Record
-	unmarkedN int
+	ledger ledger // owned by the worker goroutine
 }
 
-// markBatch bounds the settled records that wait to be marked for commit:
-// marking takes the client's group lock, so it is done once per batch of
-// records rather than per record. Unmarked records are also marked before
-// any wait (a retry, a dead letter, an idle partition) and when the worker
-// stops, so a wait never holds back the commit of records settled before it.
-const markBatch = 64
-
-// settled is a settled record; l is its dead letter, nil if it was
-// processed or skipped.
-type settled struct {
-	rec *kgo.Record
-	l   *letter
+// stuck is the record a partition cannot move past right now: it is
+// retrying it, or waiting for its dead letter to be acknowledged.
+type stuck struct {
+	on       bool
+	offset   int64
+	reason   string // StuckRetrying or StuckDeadLetter
+	attempts int
+	since    time.Time
+	lastErr  error
+	// cancel ends the wait with errSkipped when an operator skips.
+	cancel context.CancelCauseFunc
 }
 
-// maxInflight bounds the dead letters in flight per partition.
-const maxInflight = 256
+// Why a partition is stuck ([Stuck.Reason]).
+const (
+	StuckRetrying   = "retrying"
+	StuckDeadLetter = "dead-letter write"
+)
+
+// stuckAfter is how long a partition may wait for its oldest dead letter
+// before it shows as stuck (Stats.Stuck) and can be skipped by an operator.
+// A write that failed shows at once.
+const stuckAfter = time.Second
 
 // errSkipped is the cause of a record context canceled by an operator skip.
 var errSkipped = errors.New("consumer: skipped by operator")
 
 func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partition[K, V] {
 	ctx, stop := context.WithCancel(c.runCtx)
-	return &partition[K, V]{
+	p := &partition[K, V]{
 		c: c, topic: topic, part: part, ctx: ctx, stop: stop,
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
-		log: c.log, curOffset: -1,
+		log:  newRecordLog(c.log, topic, part),
+		flow: flow{topic: topic, part: part, cl: c.cl, total: &c.budget, lim: c.cfg.Buffer},
 	}
+	p.ledger = ledger{
+		mark: func(r *kgo.Record) { c.cl.MarkCommitRecords(r) },
+		release: func(n int, sz int64) {
+			p.mu.Lock()
+			p.flow.release(n, sz)
+			p.mu.Unlock()
+		},
+	}
+	return p
 }
 
-func (p *partition[K, V]) cancel() { p.stop() }
+// cancel stops the worker and releases what its partition holds.
+func (p *partition[K, V]) cancel() {
+	p.stop()
+	p.mu.Lock()
+	p.flow.stop()
+	p.mu.Unlock()
+}
 
 // push appends fetched records; called from the poll goroutine.
 func (p *partition[K, V]) push(recs []*kgo.Record) {
 	p.mu.Lock()
 	p.queue = append(p.queue, recs...)
-	p.updatePauseLocked()
+	p.flow.hold(recs)
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -96,28 +109,12 @@ func (p *partition[K, V]) push(recs []*kgo.Record) {
 	}
 }
 
-// updatePauseLocked pauses or resumes fetching of the partition so that it
-// is paused exactly while it retries or its buffer is full.
-func (p *partition[K, V]) updatePauseLocked() {
-	want := p.retrying || len(p.queue) >= p.c.cfg.MaxBufferedRecords
-	if want == p.paused || p.ctx.Err() != nil {
-		return
-	}
-	p.paused = want
-	m := map[string][]int32{p.topic: {p.part}}
-	if want {
-		p.c.cl.PauseFetchPartitions(m)
-	} else {
-		p.c.cl.ResumeFetchPartitions(m)
-	}
-}
-
+// take returns the queued records. They stay held until they are settled.
 func (p *partition[K, V]) take() []*kgo.Record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.queue
 	p.queue = nil
-	p.updatePauseLocked()
 	return q
 }
 
@@ -137,113 +134,80 @@ func (p *partition[K, V]) run() {
 				return
 			}
 		}
-		p.flushMark()
+		p.ledger.flush()
 	}
 }
 
-// flushMark marks the last settled record for commit, if it is not yet.
-func (p *partition[K, V]) flushMark() {
-	if p.unmarked != nil {
-		p.c.cl.MarkCommitRecords(p.unmarked)
-		p.unmarked, p.unmarkedN = nil, 0
-	}
-}
-
-// idle waits for new records. While dead letters are in flight it also
-// reaps each as it is acknowledged. It returns false when the worker must
-// stop.
+// idle waits for new records. While dead letters are in flight it reaps each
+// as it is acknowledged; a letter that takes longer than stuckAfter shows as
+// stuck and can be skipped. It returns false when the worker must stop.
 func (p *partition[K, V]) idle() bool {
-	var oldest <-chan struct{}
-	if len(p.pending) > 0 {
-		if l := p.pending[0].l; l != nil {
-			oldest = l.cur.done
-		} else {
-			return p.reap(false)
-		}
-	}
-	select {
-	case <-p.ctx.Done():
+	p.ledger.flush()
+	p.log.summary()
+	head, ok := p.reap()
+	if !ok {
 		return false
-	case <-p.wake:
-		return true
-	case <-oldest: // nil when nothing is in flight: never ready
-		return p.reap(false)
+	}
+	if head == nil {
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-p.wake:
+			return true
+		}
+	}
+	return p.awaitLetter(head, true)
+}
+
+// reap takes acknowledged letters off the front of the ledger, rewriting a
+// failed one, and returns the oldest letter still in flight (nil if none).
+// It returns false when the worker must stop.
+func (p *partition[K, V]) reap() (*letter, bool) {
+	for {
+		head := p.ledger.advance(p.letterDone)
+		if head == nil || !head.failed() {
+			return head, true
+		}
+		if !p.rewrite(head) { // failed: retried here, marks already made
+			return nil, false
+		}
 	}
 }
 
-// settle records that rec is settled, with its dead letter l if any, and
-// marks for commit every record settled before the oldest letter still in
-// flight. It returns false when the worker must stop.
-func (p *partition[K, V]) settle(rec *kgo.Record, l *letter) bool {
-	if l == nil && len(p.pending) == 0 { // the common case
-		p.unmarked = rec
-		if p.unmarkedN++; p.unmarkedN >= markBatch {
-			p.flushMark()
+// settleLetter records that rec is settled by its dead letter l, and reaps
+// the letters already acknowledged. When too many letters are in flight, it
+// waits for the oldest. It returns false when the worker must stop.
+func (p *partition[K, V]) settleLetter(rec *kgo.Record, l *letter) bool {
+	p.ledger.letter(rec, l)
+	for {
+		head, ok := p.reap()
+		if !ok {
+			return false
 		}
-		return true
+		if head == nil || !p.ledger.full() {
+			return true
+		}
+		if !p.awaitLetter(head, false) {
+			return false
+		}
 	}
-	p.flushMark() // records before the first letter in flight
-	p.pending = append(p.pending, settled{rec, l})
-	if l != nil {
-		p.inflight++
-	}
-	block := p.inflight >= maxInflight || len(p.pending) >= p.c.cfg.MaxBufferedRecords
-	return p.reap(block)
 }
 
-// stuckAfter is how long a partition may wait for its oldest dead letter
-// before it shows as stuck (Stats.Stuck) and can be skipped by an operator.
-const stuckAfter = time.Second
-
-// reap takes acknowledged letters off the front of pending and marks the
-// records settled before the first letter still in flight. With block, it
-// waits for the oldest letter first. A failed write is retried here, while
-// the partition waits paused. It returns false when the worker must stop.
-func (p *partition[K, V]) reap(block bool) bool {
-	var last *kgo.Record
-	defer func() {
-		if last != nil {
-			p.c.cl.MarkCommitRecords(last)
-		}
-	}()
-	for len(p.pending) > 0 {
-		e := p.pending[0]
-		if e.l != nil {
-			if block {
-				if !p.await(e.l) {
-					return false
-				}
-				block = false
-			}
-			if !e.l.skipped {
-				select {
-				case <-e.l.cur.done:
-				default:
-					return true // still in flight
-				}
-				if !e.l.ok() && !p.rewrite(e.l) {
-					return false
-				}
-			}
-			p.letterDone(e.l)
-			p.inflight--
-		}
-		last = e.rec
-		p.pending[0] = settled{}
-		p.pending = p.pending[1:]
+// awaitLetter waits for the latest write of l (with wake, also for new
+// records). After stuckAfter the partition shows as stuck on l's record, and
+// an operator skip settles l as skipped. It returns false when the worker
+// must stop.
+func (p *partition[K, V]) awaitLetter(l *letter, wake bool) bool {
+	var woken chan struct{}
+	if wake {
+		woken = p.wake
 	}
-	p.pending = nil
-	return true
-}
-
-// await waits for the latest write of l. After stuckAfter the partition
-// shows as stuck, and an operator skip settles l as skipped. It returns
-// false when the worker must stop.
-func (p *partition[K, V]) await(l *letter) bool {
 	t := time.NewTimer(stuckAfter)
 	defer t.Stop()
 	select {
 	case <-l.cur.done:
+		return true
+	case <-woken: // nil unless wake: never ready
 		return true
 	case <-p.ctx.Done():
 		return false
@@ -251,14 +215,17 @@ func (p *partition[K, V]) await(l *letter) bool {
 	}
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
-	p.setRetrying(true, l.src.Offset, l.tries, rcancel)
-	defer p.setRetrying(false, -1, 0, nil)
+	p.setStuck(stuck{offset: l.src.Offset, reason: StuckDeadLetter, attempts: l.tries, since: l.cur.start,
+		lastErr: errors.New("dead-letter write not acknowledged yet"), cancel: rcancel}, false)
+	defer p.clearStuck()
 	select {
 	case <-l.cur.done:
 		return true
+	case <-woken:
+		return true
 	case <-rctx.Done():
 		if errors.Is(context.Cause(rctx), errSkipped) {
-			l.skipped = true
+			l.skipped = "operator"
 			return true
 		}
 		return false
@@ -266,19 +233,42 @@ func (p *partition[K, V]) await(l *letter) bool {
 }
 
 // rewrite retries a failed dead-letter write until it is acknowledged. The
-// partition is paused meanwhile and counts as stuck, so an operator can skip
-// the record. It returns false when the worker must stop.
+// partition shows as stuck at once, with the error, so an operator can skip
+// the record; a write that can never succeed is settled by
+// DeadLetterConfig.Unwritable. It returns false when the worker must stop.
 func (p *partition[K, V]) rewrite(l *letter) bool {
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
-	p.setRetrying(true, l.src.Offset, l.tries, rcancel)
-	defer p.setRetrying(false, -1, 0, nil)
-	if err := p.c.dlq.resend(rctx, l); err != nil {
-		if errors.Is(context.Cause(rctx), errSkipped) {
-			l.skipped = true
-			return true // settled as skipped; see letterDone
+	defer p.clearStuck()
+	w := p.c.dlq
+	for !l.ok() {
+		err := l.cur.err
+		p.setStuck(stuck{offset: l.src.Offset, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel}, false)
+		p.c.stats.dlqWriteErrors.Add(1)
+		never := unwritable(err)
+		if never {
+			switch p.c.cfg.DeadLetter.Unwritable {
+			case UnwritableSkip:
+				l.skipped = "unwritable"
+				return true
+			case UnwritableHalt:
+				p.log.error("halting: the dead letter can never be written", l.src, "dlq_topic", l.tmpl.Topic, "err", err)
+				p.c.stats.failure(l.stage, l.class, "halted")
+				p.c.halt(&HaltError{Topic: l.src.Topic, Partition: l.src.Partition, Offset: l.src.Offset, Timestamp: l.src.Timestamp,
+					Stage: string(l.stage), Err: fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, err)})
+				return false
+			}
 		}
-		return false
+		wait := w.nextWait(l)
+		p.log.error("dead-letter write failed; the partition waits and retries", l.src,
+			"dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", dur(wait), "never_succeeds", never, "err", err)
+		if err := w.rewrite(rctx, l, wait); err != nil {
+			if errors.Is(context.Cause(rctx), errSkipped) {
+				l.skipped = "operator"
+				return true
+			}
+			return false
+		}
 	}
 	return true
 }
@@ -288,74 +278,101 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 // the first that was not, without retrying failures. Records after it stay
 // unsettled and are redelivered.
 func (p *partition[K, V]) drain() {
-	p.flushMark()
-	var last *kgo.Record
+	defer p.log.summary()
+	p.ledger.flush()
 	grace := time.NewTimer(p.c.cfg.DeadLetter.WriteTimeout)
 	defer grace.Stop()
-loop:
-	for _, e := range p.pending {
-		if e.l != nil && !e.l.skipped {
-			select {
-			case <-e.l.cur.done:
-			case <-grace.C:
-				break loop
-			}
-			if !e.l.ok() {
-				break
-			}
+	for {
+		head := p.ledger.advance(p.letterDone)
+		if head == nil {
+			return
 		}
-		if e.l != nil {
-			p.letterDone(e.l)
+		select {
+		case <-head.cur.done:
+			if head.failed() {
+				return // not retried now
+			}
+		case <-grace.C:
+			return
 		}
-		last = e.rec
-	}
-	p.pending = nil
-	if last != nil {
-		p.c.cl.MarkCommitRecords(last)
 	}
 }
 
-// letterDone counts and logs an acknowledged (or operator-skipped) letter.
+// letterDone counts and logs a letter that is settled: acknowledged, or
+// skipped by an operator or by DeadLetterConfig.Unwritable.
 func (p *partition[K, V]) letterDone(l *letter) {
-	if l.skipped {
+	if l.skipped != "" {
 		p.c.stats.failure(l.stage, l.class, "skipped")
-		p.log.Warn("record skipped while its dead letter was not acknowledged", append(recordAttrs(l.src), "stage", l.stage, "why", "operator", "err", l.cause)...)
+		p.log.warn("record skipped: its dead letter was not written", l.src, "stage", l.stage, "why", l.skipped, "dlq_topic", l.tmpl.Topic, "err", l.cause)
 		return
 	}
 	p.c.stats.failure(l.stage, l.class, "dead-lettered")
-	p.log.Warn("record dead-lettered", append(recordAttrs(l.src), "stage", l.stage, "class", l.class, "reason", l.reason, "attempts", l.attempts, "err", l.cause)...)
+	p.log.warn("record dead-lettered", l.src, "stage", l.stage, "class", l.class, "reason", l.reason, "attempts", l.attempts, "err", l.cause)
 }
 
-func (p *partition[K, V]) setRetrying(on bool, off int64, attempts int, cancel context.CancelCauseFunc) {
+// setStuck shows the partition as stuck on s; pause pauses its fetching
+// (a retry in place).
+func (p *partition[K, V]) setStuck(s stuck, pause bool) {
 	p.mu.Lock()
-	p.retrying = on
-	p.curOffset, p.curAttempts, p.curCancel = off, attempts, cancel
-	if !on {
-		p.curOffset, p.curCancel = -1, nil
+	if !p.stuck.on || p.stuck.offset != s.offset || p.stuck.reason != s.reason {
+		if s.since.IsZero() {
+			s.since = time.Now()
+		}
+	} else if !p.stuck.since.IsZero() {
+		s.since = p.stuck.since // the same wait goes on
 	}
-	p.updatePauseLocked()
+	s.on = true
+	p.stuck = s
+	if pause {
+		p.flow.setRetrying(true)
+	}
 	p.mu.Unlock()
 }
 
-func (p *partition[K, V]) stuckOn() (int64, int, bool) {
+// clearStuck ends the stuck state: the record is settled or being settled,
+// and no longer skippable.
+func (p *partition[K, V]) clearStuck() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.curOffset, p.curAttempts, p.retrying
-}
-
-func (p *partition[K, V]) skipStuck() (int64, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.retrying || p.curCancel == nil {
-		return -1, fmt.Errorf("%w: %s/%d", ErrNotStuck, p.topic, p.part)
+	p.stuck = stuck{}
+	if p.flow.retrying {
+		p.flow.setRetrying(false)
 	}
-	p.curCancel(errSkipped)
-	return p.curOffset, nil
+	p.mu.Unlock()
 }
 
-// recordAttrs are the attributes of every record-level log line.
-func recordAttrs(r *kgo.Record) []any {
-	return []any{"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "timestamp", r.Timestamp.UTC().Format(deadletter.TimeLayout)}
+func (p *partition[K, V]) stuckOn() (Stuck, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stuck
+	if !s.on {
+		return Stuck{}, false
+	}
+	out := Stuck{Topic: p.topic, Partition: p.part, Offset: s.offset, Reason: s.reason, Attempts: s.attempts, Since: s.since}
+	if s.lastErr != nil {
+		out.LastError = deadletter.Truncate(s.lastErr.Error(), deadletter.MaxMessageBytes)
+	}
+	return out, true
+}
+
+func (p *partition[K, V]) skipStuck(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stuck.on || p.stuck.cancel == nil {
+		return fmt.Errorf("%w: %s/%d is not stuck", ErrNotStuck, p.topic, p.part)
+	}
+	if p.stuck.offset != offset {
+		return fmt.Errorf("%w: %s/%d is stuck on offset %d, not %d", ErrNotStuck, p.topic, p.part, p.stuck.offset, offset)
+	}
+	p.stuck.cancel(errSkipped)
+	return nil
+}
+
+// heldNow returns what the partition holds (queue, in hand, settled behind
+// an unacknowledged letter), for tests and stats.
+func (p *partition[K, V]) heldNow() (int, int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flow.records, p.flow.bytes
 }
 
 // headers reinterprets franz-go headers as serde headers: both are
@@ -403,126 +420,25 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 	stage, err := p.try(p.ctx, rec, 1, time.Time{})
 	if err == nil {
 		c.stats.processed.Add(1)
-		return p.settle(rec, nil)
+		return p.settled(rec)
 	}
 	return p.settleFailure(rec, stage, err)
 }
 
-// settleFailure is the slow path: retry in place, then the policy's action.
-func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage, err error) bool {
-	c := p.c
-	p.flushMark() // the records before this one, before any wait
-	first := time.Now()
-	attempt := 1
-	rctx, rcancel := context.WithCancelCause(p.ctx)
-	defer rcancel(nil)
-	defer p.setRetrying(false, -1, 0, nil)
-	skipped := func() bool { return errors.Is(context.Cause(rctx), errSkipped) }
-
-	for {
-		if p.ctx.Err() != nil {
-			return false // revoked or stopping: the failure may be our own cancellation
-		}
-		if skipped() {
-			return p.skip(rec, stage, err, attempt, "operator")
-		}
-		if c.cfg.Skip != nil && p.skipFunc(rec, stage, err) {
-			p.setRetrying(false, -1, 0, nil)
-			return p.skip(rec, stage, err, attempt, "Config.Skip")
-		}
-		// Taken before the kill switch is read, so that a flip between the
-		// two still wakes the sleep below.
-		wake := c.wakeSignal()
-		class := c.classify(stage, err)
-		out := c.policy.outcome(stage, class)
-		if c.retryOff.Load() {
-			// The kill switch: no waiting, straight to the exhausted outcome.
-			if _, canRetry := out.Retry.Next(attempt, time.Since(first)); canRetry {
-				p.setRetrying(false, -1, 0, nil)
-				return p.act(rec, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, out.Then)
-			}
-		} else if wait, ok := backoff.Next(out.Retry, attempt, time.Since(first), err); ok {
-			c.stats.failure(stage, class, "retried")
-			p.setRetrying(true, rec.Offset, attempt, rcancel)
-			p.log.Debug("retrying", append(recordAttrs(rec), "stage", stage, "class", class, "attempt", attempt, "wait", wait, "err", err)...)
-			if attempt == 1 || attempt%10 == 0 {
-				p.log.Warn("record failed, retrying", append(recordAttrs(rec), "stage", stage, "class", class, "attempt", attempt, "wait", wait, "err", err)...)
-			}
-			if sleep(rctx, wait, wake) != nil || c.retryOff.Load() {
-				continue // stopping, skipped or kill switch: re-decide at the top
-			}
-			attempt++
-			stage, err = p.try(rctx, rec, attempt, first)
-			if err == nil {
-				p.setRetrying(false, -1, 0, nil) // no longer skippable
-				c.stats.processed.Add(1)
-				p.log.Info("record recovered after retry", append(recordAttrs(rec), "attempts", attempt)...)
-				return p.settle(rec, nil)
-			}
-			continue
-		}
-		reason := deadletter.ReasonExhausted
-		if class == failure.ClassPermanent {
-			reason = deadletter.ReasonPermanent
-		}
-		p.setRetrying(false, -1, 0, nil) // settled below: no longer skippable
-		return p.act(rec, stage, class, err, attempt, first, reason, out.Then)
+// settled records that rec is settled without a dead letter. It returns
+// false when the worker must stop.
+func (p *partition[K, V]) settled(rec *kgo.Record) bool {
+	if p.ledger.done(rec) {
+		_, ok := p.reap()
+		return ok
 	}
+	return true
 }
 
-// skipFunc asks Config.Skip; a panic in it counts as "no" and is logged.
-func (p *partition[K, V]) skipFunc(rec *kgo.Record, stage deadletter.Stage, err error) (skip bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			p.log.Error("Config.Skip panicked; the failure is settled by the policy", append(recordAttrs(rec), "panic", v)...)
-			skip = false
-		}
-	}()
-	return p.c.cfg.Skip(stage, err)
+// recordAttrs are the attributes of every record-level log line.
+func recordAttrs(r *kgo.Record) []any {
+	return []any{"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "timestamp", r.Timestamp.UTC().Format(deadletter.TimeLayout)}
 }
 
-// classify applies the classifier and the deserialize-stage rule: an
-// unclassified decode error is permanent.
-func (c *Consumer[K, V]) classify(stage deadletter.Stage, err error) failure.Class {
-	class := c.classifier.Classify(err)
-	if class == failure.ClassUnclassified && stage != deadletter.StageProcess {
-		return failure.ClassPermanent
-	}
-	return class
-}
-
-func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) bool {
-	c := p.c
-	switch then {
-	case Skip:
-		return p.skip(rec, stage, err, attempts, string(reason))
-	case Halt:
-		c.stats.failure(stage, class, "halted")
-		p.log.Error("halting on record", append(recordAttrs(rec), "stage", stage, "class", class, "err", err)...)
-		c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})
-		return false
-	}
-	f := &deadletter.Failure{
-		Stage: stage, Reason: reason, Class: class.String(),
-		ErrorType: deadletter.ErrorType(err), Message: err.Error(),
-		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp,
-		OriginalHeaders: len(rec.Headers), Group: c.cfg.Group, Attempts: attempts,
-		First: first, Last: time.Now(),
-	}
-	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
-		f.ErrorStage = s
-	}
-	// The write is asynchronous: the partition goes on while it is in
-	// flight, and its offset is marked only once it is acknowledged.
-	l := c.dlq.newLetter(rec, f, err)
-	l.class, l.attempts = class, attempts
-	c.dlq.send(p.ctx, l)
-	return p.settle(rec, l)
-}
-
-func (p *partition[K, V]) skip(rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) bool {
-	c := p.c
-	c.stats.failure(stage, c.classify(stage, err), "skipped")
-	p.log.Warn("record skipped", append(recordAttrs(rec), "stage", stage, "why", why, "attempts", attempts, "err", err)...)
-	return p.settle(rec, nil)
-}
+// dur logs a duration as text ("642ms"), not as nanoseconds.
+func dur(d time.Duration) slog.Value { return slog.StringValue(d.String()) }

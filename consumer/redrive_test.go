@@ -37,7 +37,7 @@ func TestIntegrationRedriveThenProcess(t *testing.T) {
 		}
 		l.done(r.Raw)
 		return nil
-	}, func(cfg *consumer.Config[string, order]) { cfg.DeadLetter.CreateTopic = true })
+	}, nil)
 	stop := runConsumer(t, cons)
 	waitFor(t, time.Minute, "first pass settled", func() bool {
 		s := cons.Stats()

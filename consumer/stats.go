@@ -3,6 +3,7 @@ package consumer
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
@@ -29,10 +30,42 @@ type Stats struct {
 	Outcomes map[OutcomeKey]uint64
 	// RetryEnabled is the kill switch.
 	RetryEnabled bool
-	// Stuck lists the partitions retrying a record right now.
+	// Stuck lists the partitions that cannot move past a record right now.
 	Stuck []Stuck
+	// BufferedRecords and BufferedBytes are what the assigned partitions
+	// hold (see [BufferLimits]).
+	BufferedRecords int
+	BufferedBytes   int64
+	// DeadLetterTopics is what the consumer knows of each dead-letter
+	// topic: checked (and created) when partitions are assigned.
+	DeadLetterTopics []DeadLetterTopic
+	// Brokers says whether the cluster answers.
+	Brokers BrokerState
 	// Dependencies is the state of each of [Config.Dependencies].
 	Dependencies map[string]string
+}
+
+// DeadLetterTopic is the state of one dead-letter topic.
+type DeadLetterTopic struct {
+	Topic  string
+	Source string // the source topic
+	// Ready: the topic exists (or was created) and its size limit is known.
+	Ready bool
+	// MaxMessageBytes is its max.message.bytes, 0 if unknown.
+	MaxMessageBytes int32
+	// Error says why it is not ready.
+	Error string `json:",omitempty"`
+}
+
+// BrokerState says whether the cluster answers.
+type BrokerState struct {
+	// Reachable: a connection to a broker succeeded and none failed since,
+	// or one is open.
+	Reachable bool
+	// LastError is the last connection error, if any; Since is when the
+	// brokers stopped answering (zero while reachable).
+	LastError string    `json:",omitempty"`
+	Since     time.Time `json:",omitzero"`
 }
 
 // OutcomeKey indexes [Stats.Outcomes].
@@ -42,12 +75,28 @@ type OutcomeKey struct {
 	Outcome string // retried | dead-lettered | skipped | halted
 }
 
-// Stuck is a partition retrying a record.
+// MarshalText writes the key as "stage/class/outcome", for example
+// "deserialize-value/permanent/dead-lettered": Stats marshals to JSON with
+// these as the keys of Outcomes.
+func (k OutcomeKey) MarshalText() ([]byte, error) {
+	return []byte(string(k.Stage) + "/" + k.Class.String() + "/" + k.Outcome), nil
+}
+
+// Stuck is a partition that cannot move past a record: it is retrying it, or
+// waiting for its dead letter to be written.
 type Stuck struct {
 	Topic     string
 	Partition int32
 	Offset    int64
-	Attempts  int
+	// Reason is StuckRetrying or StuckDeadLetter.
+	Reason string
+	// Attempts counts the tries so far: of the record while retrying, of
+	// the dead-letter write while that fails.
+	Attempts int
+	// Since is when the partition got stuck on this record.
+	Since time.Time
+	// LastError is the last failure, truncated.
+	LastError string `json:",omitempty"`
 }
 
 type stats struct {

@@ -1,6 +1,7 @@
 package failure
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -33,6 +34,25 @@ func (c Class) String() string {
 	default:
 		return "Class(" + strconv.Itoa(int(c)) + ")"
 	}
+}
+
+// MarshalText writes the class as its String, so that logs and JSON say
+// "permanent" rather than 2.
+func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText reads a class written by MarshalText.
+func (c *Class) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "unclassified":
+		*c = ClassUnclassified
+	case "transient":
+		*c = ClassTransient
+	case "permanent":
+		*c = ClassPermanent
+	default:
+		return fmt.Errorf("failure: unknown class %q", b)
+	}
+	return nil
 }
 
 // markError is the wrapper returned by [Permanent], [Transient] and

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // matchDefaults applies the defaults table to err's tree, outermost error
@@ -74,6 +75,11 @@ func defaultNode(e error) (Class, bool) {
 	case HTTPStatus:
 		c := StatusClass(t.HTTPStatus())
 		return c, c != ClassUnclassified
+	case *kerr.Error:
+		if t.Retriable {
+			return ClassTransient, true
+		}
+		return 0, false
 	case net.Error:
 		if t.Timeout() {
 			return ClassTransient, true

@@ -68,14 +68,18 @@
 //	| zstd.ErrMagicMismatch, zstd.ErrCRCMismatch and the    | permanent    |
 //	|   other klauspost zstd corrupt-input errors           |              |
 //	| *[ValidationError]                                    | permanent    |
+//	| franz-go broker errors that kerr.IsRetriable reports  | transient    |
+//	|   (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, ...)    |              |
 //	| errors from the serde package's codecs and stages     | marked       |
 //	|   (they mark themselves; see package serde)           |              |
 //	| io.EOF, io.ErrUnexpectedEOF                           | unclassified |
 //	| anything else                                         | unclassified |
 //
-// io.ErrUnexpectedEOF is deliberately not in the table: from a decoder it
-// means truncated bytes (permanent), from a connection it means a cut stream
-// (transient). Code that knows which should mark it.
+// io.EOF and io.ErrUnexpectedEOF are deliberately left unclassified: from a
+// decoder they mean truncated bytes (permanent), from a connection a cut
+// stream (transient). Code that knows which should mark them. Broker errors
+// that are not retriable (TOPIC_AUTHORIZATION_FAILED, say) are unclassified
+// too: whether retrying can help depends on who fixes what.
 //
 // # Unclassified: the caller decides
 //

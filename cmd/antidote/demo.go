@@ -404,7 +404,6 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 		},
 		Skip:           skip,
 		Dependencies:   deps,
-		DeadLetter:     consumer.DeadLetterConfig{CreateTopic: true},
 		CommitInterval: time.Second,
 		ClientOpts: []kgo.Opt{
 			kgo.ClientID("antidote-demo"),

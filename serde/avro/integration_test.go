@@ -235,7 +235,7 @@ func TestIntegrationBadBytes(t *testing.T) {
 			got.add(r.Raw.Partition, r.Raw.Offset)
 			return nil
 		},
-		DeadLetter: consumer.DeadLetterConfig{CreateTopic: true},
+
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Logger:     quietLogger(),
 	})

@@ -1,0 +1,74 @@
+package consumer
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Record-level log lines are rate-limited per partition: a poison storm must
+// not write one line per record without bound. Each partition writes at most
+// logBurst record-level lines per logWindow; the lines over that are counted
+// (every record still is, in Stats) and a summary line says how many were
+// suppressed, when the next window starts or the partition goes idle.
+const (
+	logBurst  = 20
+	logWindow = 10 * time.Second
+)
+
+// recordLog writes the record-level lines of one partition. It is used by
+// the partition's worker goroutine only.
+type recordLog struct {
+	l     *slog.Logger
+	topic string
+	part  int32
+
+	start      time.Time // of the window
+	lines      int       // written in the window
+	suppressed int       // in the window
+}
+
+func newRecordLog(l *slog.Logger, topic string, part int32) *recordLog {
+	return &recordLog{l: l, topic: topic, part: part}
+}
+
+func (r *recordLog) warn(msg string, rec *kgo.Record, attrs ...any) {
+	r.log(slog.LevelWarn, msg, rec, attrs)
+}
+func (r *recordLog) error(msg string, rec *kgo.Record, attrs ...any) {
+	r.log(slog.LevelError, msg, rec, attrs)
+}
+func (r *recordLog) info(msg string, rec *kgo.Record, attrs ...any) {
+	r.log(slog.LevelInfo, msg, rec, attrs)
+}
+
+func (r *recordLog) log(level slog.Level, msg string, rec *kgo.Record, attrs []any) {
+	ctx := context.Background()
+	if !r.l.Enabled(ctx, level) {
+		return
+	}
+	now := time.Now()
+	if now.Sub(r.start) >= logWindow {
+		r.summary()
+		r.start, r.lines = now, 0
+	}
+	if r.lines >= logBurst {
+		r.suppressed++
+		return
+	}
+	r.lines++
+	r.l.Log(ctx, level, msg, append(recordAttrs(rec), attrs...)...)
+}
+
+// summary logs how many record-level lines were suppressed, if any.
+func (r *recordLog) summary() {
+	if r.suppressed == 0 {
+		return
+	}
+	r.l.Warn("record-level log lines suppressed (every record is still counted in Stats)",
+		"topic", r.topic, "partition", r.part, "suppressed", r.suppressed,
+		"window", dur(logWindow), "limit", logBurst)
+	r.suppressed = 0
+}

@@ -1,0 +1,169 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// Settling a failure: retry in place under the policy's backoff (the
+// partition pauses and the worker sleeps), then the policy's action.
+
+// minHintWait is the shortest wait a failure.RetryAfter hint can ask for: a
+// hint of zero, repeated, must not become a hot loop.
+const minHintWait = 10 * time.Millisecond
+
+// retryWait is how long to wait before the next try: the policy's wait, or
+// the failure's own failure.RetryAfter hint when it has one (an HTTP
+// Retry-After, a circuit breaker's next probe: the dependency knows when a
+// try is worth it). ok is false when the policy says stop.
+func retryWait(p backoff.Policy, attempt int, elapsed time.Duration, err error) (time.Duration, bool) {
+	w, ok := p.Next(attempt, elapsed)
+	if !ok {
+		return 0, false
+	}
+	if h, hinted := failure.RetryAfterOf(err); hinted {
+		return max(h, minHintWait), true
+	}
+	return max(w, 0), true
+}
+
+// settleFailure is the slow path: retry in place, then the policy's action.
+func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage, err error) bool {
+	c := p.c
+	p.ledger.flush() // the records before this one, before any wait
+	first := time.Now()
+	attempt := 1
+	rctx, rcancel := context.WithCancelCause(p.ctx)
+	defer rcancel(nil)
+	defer p.clearStuck()
+	skipped := func() bool { return errors.Is(context.Cause(rctx), errSkipped) }
+
+	for {
+		if p.ctx.Err() != nil {
+			return false // revoked or stopping: the failure may be our own cancellation
+		}
+		if skipped() {
+			return p.skip(rec, stage, err, attempt, "operator")
+		}
+		if c.cfg.Skip != nil && p.skipFunc(rec, stage, err) {
+			p.clearStuck()
+			return p.skip(rec, stage, err, attempt, "Config.Skip")
+		}
+		// Taken before the kill switch is read, so that a flip between the
+		// two still wakes the sleep below.
+		wake := c.wakeSignal()
+		class := c.classify(stage, err)
+		out := c.policy.outcome(stage, class)
+		if c.retryOff.Load() {
+			// The kill switch: no waiting, straight to the exhausted outcome.
+			if _, canRetry := out.Retry.Next(attempt, time.Since(first)); canRetry {
+				p.clearStuck()
+				return p.act(rec, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, out.Then)
+			}
+		} else if wait, ok := retryWait(out.Retry, attempt, time.Since(first), err); ok {
+			c.stats.failure(stage, class, "retried")
+			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel}, true)
+			if attempt == 1 || attempt%10 == 0 {
+				p.log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "wait", dur(wait), "err", err)
+			}
+			if sleep(rctx, wait, wake) != nil || c.retryOff.Load() {
+				continue // stopping, skipped or kill switch: re-decide at the top
+			}
+			attempt++
+			stage, err = p.try(rctx, rec, attempt, first)
+			if err == nil {
+				p.clearStuck() // no longer skippable
+				c.stats.processed.Add(1)
+				p.log.info("record recovered after retry", rec, "attempts", attempt)
+				return p.settled(rec)
+			}
+			continue
+		}
+		reason := deadletter.ReasonExhausted
+		if class == failure.ClassPermanent {
+			reason = deadletter.ReasonPermanent
+		}
+		p.clearStuck() // settled below: no longer skippable
+		return p.act(rec, stage, class, err, attempt, first, reason, out.Then)
+	}
+}
+
+// skipFunc asks Config.Skip; a panic in it counts as "no" and is logged.
+func (p *partition[K, V]) skipFunc(rec *kgo.Record, stage deadletter.Stage, err error) (skip bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.error("Config.Skip panicked; the failure is settled by the policy", rec, "panic", v)
+			skip = false
+		}
+	}()
+	return p.c.cfg.Skip(stage, err)
+}
+
+// classify applies the classifier and the deserialize-stage rule: an
+// unclassified decode error is permanent.
+func (c *Consumer[K, V]) classify(stage deadletter.Stage, err error) failure.Class {
+	class := c.classifier.Classify(err)
+	if class == failure.ClassUnclassified && stage != deadletter.StageProcess {
+		return failure.ClassPermanent
+	}
+	return class
+}
+
+func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) bool {
+	c := p.c
+	switch then {
+	case Skip:
+		return p.skip(rec, stage, err, attempts, string(reason))
+	case Halt:
+		c.stats.failure(stage, class, "halted")
+		p.log.error("halting on record", rec, "stage", stage, "class", class, "err", err)
+		c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})
+		return false
+	}
+	f := &deadletter.Failure{
+		Stage: stage, Reason: reason, Class: class.String(),
+		ErrorType: deadletter.ErrorType(err), Message: err.Error(),
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp,
+		OriginalHeaders: len(rec.Headers), Group: c.cfg.Group, Attempts: attempts,
+		First: first, Last: time.Now(),
+	}
+	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
+		f.ErrorStage = s
+	}
+	// The write is asynchronous: the partition goes on while it is in
+	// flight, and its offset is marked only once it is acknowledged.
+	l := c.dlq.newLetter(rec, f, err)
+	l.class, l.attempts = class, attempts
+	c.dlq.send(p.ctx, l)
+	return p.settleLetter(rec, l)
+}
+
+func (p *partition[K, V]) skip(rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) bool {
+	c := p.c
+	c.stats.failure(stage, c.classify(stage, err), "skipped")
+	p.log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "err", err)
+	return p.settled(rec)
+}
+
+// sleep waits d, or until ctx ends or wake is closed (the kill switch,
+// WakeRetries).
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	case <-wake:
+		return nil
+	}
+}
