@@ -136,6 +136,12 @@ func fastPolicy() consumer.Policy {
 // partition; committed offsets reach the end.
 func TestIntegrationAccounting(t *testing.T) {
 	c := kafkatest.New(t)
+	for _, proto := range []consumer.GroupProtocol{consumer.GroupClassic, consumer.GroupConsumer} {
+		t.Run(proto.String(), func(t *testing.T) { testAccounting(t, c, proto) })
+	}
+}
+
+func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProtocol) {
 	topic := c.Topic(t, "acct", 4)
 	c.Topic(t, "unused", 1) // the dead-letter topic is created by the consumer
 	n := 10_000
@@ -147,7 +153,7 @@ func TestIntegrationAccounting(t *testing.T) {
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
 		Key: serde.String(), Value: serde.JSON[order](),
 		Handler: flakyHandler(l),
-		Policy:  fastPolicy(),
+		Policy:  fastPolicy(), GroupProtocol: proto,
 
 		Logger: testLogger(t), CommitInterval: 200 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("acct-test")},
@@ -206,7 +212,7 @@ func TestIntegrationAccounting(t *testing.T) {
 	}
 	l.assertOrdered(t)
 	s := cons.Stats()
-	t.Logf("%s: produced %d, processed %d, dead-lettered %d, retried %d", c.Kind(), len(want), processed, wantDLQ, s.Retried)
+	t.Logf("%s, %s protocol: produced %d, processed %d, dead-lettered %d, retried %d", c.Kind(), proto, len(want), processed, wantDLQ, s.Retried)
 	if int(s.DeadLettered) != wantDLQ || int(s.Processed) != len(want)-wantDLQ {
 		t.Errorf("stats: processed %d dead-lettered %d; want %d and %d", s.Processed, s.DeadLettered, len(want)-wantDLQ, wantDLQ)
 	}

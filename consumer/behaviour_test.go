@@ -283,6 +283,12 @@ func TestIntegrationRestart(t *testing.T) {
 // again; every record is still processed, in order per member and partition.
 func TestIntegrationRebalance(t *testing.T) {
 	c := kafkatest.New(t)
+	for _, proto := range []consumer.GroupProtocol{consumer.GroupClassic, consumer.GroupConsumer} {
+		t.Run(proto.String(), func(t *testing.T) { testRebalance(t, c, proto) })
+	}
+}
+
+func testRebalance(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProtocol) {
 	topic := c.Topic(t, "rebal", 4)
 	const per = 1500
 	produced := produceOrders(t, c, topic, 4, per)
@@ -293,15 +299,18 @@ func TestIntegrationRebalance(t *testing.T) {
 			if r.Value.ID%101 == 0 {
 				return failure.Permanent(fmt.Errorf("rejected %d", r.Value.ID))
 			}
-			time.Sleep(100 * time.Microsecond)
+			if lb.count() < 200 {
+				time.Sleep(20 * time.Millisecond) // slow until the second member took over some partitions
+			}
 			l.done(r.Raw)
 			return nil
 		}
 	}
-	a := newConsumer(t, c, topic, group, h(la), nil)
+	withProto := func(cfg *consumer.Config[string, order]) { cfg.GroupProtocol = proto }
+	a := newConsumer(t, c, topic, group, h(la), withProto)
 	stopA := runConsumer(t, a)
 	waitFor(t, time.Minute, "first member started", func() bool { return la.count() >= 500 })
-	b := newConsumer(t, c, topic, group, h(lb), nil)
+	b := newConsumer(t, c, topic, group, h(lb), withProto)
 	stopB := runConsumer(t, b)
 	waitFor(t, time.Minute, "second member got partitions", func() bool { return lb.count() >= 200 })
 	if err := stopB(); err != nil {
@@ -335,7 +344,7 @@ func TestIntegrationRebalance(t *testing.T) {
 		}
 		dups += la.times(r) + lb.times(r) - 1
 	}
-	t.Logf("%s: member A processed %d, member B %d, redelivered after rebalance %d", c.Kind(), la.count(), lb.count(), dups)
+	t.Logf("%s, %s protocol: member A processed %d, member B %d, redelivered after rebalance %d", c.Kind(), proto, la.count(), lb.count(), dups)
 	la.assertOrdered(t)
 	lb.assertOrdered(t)
 }

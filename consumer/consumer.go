@@ -30,6 +30,7 @@ type Consumer[K, V any] struct {
 	budget     budget // what the flowing partitions hold together
 	brokers    brokerWatch
 	workers    workerSet // goroutines that run user code: Close must not wait for them
+	built      chan struct{} // closed when New has finished: the group may assign partitions before
 
 	retryOff atomic.Bool
 	// wakeCh is closed and replaced to wake every sleeping retry: when the
@@ -90,6 +91,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		wakeCh:     make(chan struct{}),
 		runDone:    make(chan struct{}),
 		budget:     budget{maxRecords: cfg.Buffer.TotalRecords, maxBytes: cfg.Buffer.TotalBytes},
+		built:      make(chan struct{}),
 	}
 	c.retryOff.Store(off)
 	c.runCtx, c.stop = context.WithCancelCause(context.Background())
@@ -131,6 +133,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	}
 	c.cl = cl
 	c.dlq.attach(cl)
+	close(c.built)
 	if off {
 		c.log.Warn("retrying is turned off by the kill switch", "env", EnvRetryDisabled)
 	}
@@ -293,6 +296,7 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 		topics = append(topics, t)
 	}
 	sort.Strings(topics)
+	<-c.built
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
 	c.dlq.check(ctx, topics)

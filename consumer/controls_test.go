@@ -45,6 +45,29 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"bad backoff", func(c *consumer.Config[string, string]) {
 			c.Policy.Deserialize.Transient.Retry = backoff.Exponential{Initial: -time.Second}
 		}, "Policy.Deserialize.Transient.Retry"},
+		{"broker port not a number", func(c *consumer.Config[string, string]) { c.Brokers = []string{"127.0.0.1:notaport"} }, "Brokers"},
+		{"broker port out of range", func(c *consumer.Config[string, string]) { c.Brokers = []string{"localhost:70000"} }, "Brokers"},
+		{"broker without host", func(c *consumer.Config[string, string]) { c.Brokers = []string{":9092"} }, "Brokers"},
+		{"spinning retry", func(c *consumer.Config[string, string]) { c.Policy.Process.Transient.Retry = backoff.Fixed(0) }, "Policy.Process.Transient.Retry"},
+		{"spinning retry with a time limit only", func(c *consumer.Config[string, string]) {
+			c.Policy.Deserialize.Transient.Retry = backoff.MaxElapsed(backoff.Fixed(0), time.Hour)
+		}, "Policy.Deserialize.Transient.Retry"},
+		{"spinning dead-letter retry", func(c *consumer.Config[string, string]) { c.DeadLetter.Retry = backoff.Fixed(0) }, "DeadLetter.Retry"},
+		{"negative buffer", func(c *consumer.Config[string, string]) { c.Buffer.TotalBytes = -1 }, "Buffer.TotalBytes"},
+		{"bad unwritable", func(c *consumer.Config[string, string]) { c.DeadLetter.Unwritable = 9 }, "DeadLetter.Unwritable"},
+		{"bad group protocol", func(c *consumer.Config[string, string]) { c.GroupProtocol = 9 }, "GroupProtocol"},
+	}
+	for _, good := range []func(*consumer.Config[string, string]){
+		func(c *consumer.Config[string, string]) { c.Brokers = []string{"kafka-1", "[::1]:9092", "host.example:19092"} },
+		func(c *consumer.Config[string, string]) { c.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(0), 3) },
+	} {
+		cfg := ok()
+		good(&cfg)
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatalf("New rejected a good config: %v", err)
+		}
+		cons.Close()
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

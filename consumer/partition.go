@@ -102,6 +102,7 @@ func (p *partition[K, V]) push(recs []*kgo.Record) {
 	p.mu.Lock()
 	p.queue = append(p.queue, recs...)
 	p.flow.hold(recs)
+
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
