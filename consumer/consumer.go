@@ -29,7 +29,7 @@ type Consumer[K, V any] struct {
 	stats      stats
 	budget     budget // what the flowing partitions hold together
 	brokers    brokerWatch
-	workers    workerSet // goroutines that run user code: Close must not wait for them
+	workers    workerSet     // goroutines that run user code: Close must not wait for them
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
 
 	retryOff atomic.Bool

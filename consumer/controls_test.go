@@ -58,8 +58,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"bad group protocol", func(c *consumer.Config[string, string]) { c.GroupProtocol = 9 }, "GroupProtocol"},
 	}
 	for _, good := range []func(*consumer.Config[string, string]){
-		func(c *consumer.Config[string, string]) { c.Brokers = []string{"kafka-1", "[::1]:9092", "host.example:19092"} },
-		func(c *consumer.Config[string, string]) { c.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(0), 3) },
+		func(c *consumer.Config[string, string]) {
+			c.Brokers = []string{"kafka-1", "[::1]:9092", "host.example:19092"}
+		},
+		func(c *consumer.Config[string, string]) {
+			c.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(0), 3)
+		},
 	} {
 		cfg := ok()
 		good(&cfg)
