@@ -25,13 +25,36 @@
 //	}
 //	err = c.Run(ctx) // blocks until ctx ends, or a Halt policy stops it
 //
+// To exit in a way a supervisor reads correctly, return Run's error only when
+// it is one: Run returns nil after ctx ends (SIGTERM, say) and a *HaltError
+// when a Halt policy stopped it:
+//
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	if err := c.Run(ctx); err != nil {
+//		log.Fatal(err) // exit status 1: halted on a record
+//	}
+//
 // # Order and concurrency
 //
 // Each assigned partition has its own worker: the records of one partition
 // are handled one at a time, in offset order; partitions run concurrently.
-// A partition that is retrying a record, or whose buffer is full
-// ([Config.MaxBufferedRecords]), has its fetching paused
+// A partition that is retrying a record has its fetching paused
 // (kgo.Client.PauseFetchPartitions) while every other partition keeps flowing.
+//
+// # Memory
+//
+// What the consumer holds is bounded ([Config.Buffer], [BufferLimits]): per
+// partition in records and bytes, counting what is queued, being handled and
+// settled behind an unacknowledged dead letter; and in total for the flowing
+// partitions, where the consumer stops polling rather than pausing partitions,
+// so that nothing already fetched is dropped and fetched again.
+//
+// # Group protocols
+//
+// [Config.GroupProtocol] chooses the classic consumer-group protocol (the
+// default) or KIP-848's consumer protocol ([GroupConsumer], Kafka 4.0+), where
+// the broker assigns partitions and rebalances are incremental.
 //
 // # Settling failures
 //
@@ -53,6 +76,18 @@
 // wrap the deserializer with serde.Fallback. A panic in a deserializer or in
 // the handler is a permanent failure of its stage, never a crash.
 //
+// The consumer's policy already retries and dead-letters decode failures, so
+// give it the bare deserializer; use serde.Retry only for a retry the policy
+// cannot express (a few quick tries inside one decode), and serde.Handle only
+// when the handler itself must see the failure as a value: a Handle-wrapped
+// deserializer never fails, so its failures reach the dead-letter topic as
+// process-stage failures, if at all.
+//
+// A failure that carries a failure.RetryAfter hint (an HTTP Retry-After, a
+// circuit breaker's next probe) waits exactly the hint instead of the policy's
+// backoff: the dependency knows when a try is worth it. The policy still
+// decides when to stop.
+//
 // # Dead letters
 //
 // A dead letter is the original key, value and headers, byte for byte, plus
@@ -64,6 +99,17 @@
 // [DeadLetterConfig.Topic] ("{topic}.dlq" by default); a dead letter goes to
 // its source partition when the dead-letter topic has at least as many
 // partitions as the source, otherwise by key.
+//
+// Dead-letter topics are checked when partitions are assigned, before any
+// record depends on them: a missing one is created (source partition count,
+// broker default replication, max.message.bytes of the source topic plus
+// [LetterHeadroom]) unless [DeadLetterConfig.DisableTopicCreation] is set, and
+// one that cannot be used is logged and shown in [Stats.DeadLetterTopics].
+// Dead-letter produces are sized for the dead-letter topic, so a record near
+// its topic's size limit still fits; a letter that does not fit loses its
+// error message first. A write that can never succeed (too large, not
+// authorized, a policy violation) shows the partition as stuck at once, and
+// [DeadLetterConfig.Unwritable] decides: wait (the default), halt or skip.
 //
 // # Commits
 //
@@ -81,10 +127,18 @@
 //     ([EnvRetryDisabled]) at start, or [Consumer.SetRetryEnabled] at runtime,
 //     turns retrying off: transient failures go straight to their exhausted
 //     outcome, with reason "retry-disabled".
-//   - [Consumer.Skip] settles the record a partition is stuck on as skipped
-//     and moves past it.
+//   - [Consumer.Skip] settles the record a partition is stuck on, named by
+//     its offset, as skipped and moves past it; it refuses when the partition
+//     is stuck elsewhere, so an operator never skips a record they did not see.
 //   - [Consumer.Stats] returns counters (consumed, processed, retried,
-//     dead-lettered, skipped, by stage and class) and the stuck partitions.
-//   - Logs go to [Config.Logger] (log/slog); every record-level line carries
-//     topic, partition, offset and timestamp.
+//     dead-lettered, skipped, by stage and class), the stuck partitions (why,
+//     since when, attempts, last error), what is buffered, the dead-letter
+//     topics and whether the brokers answer. It marshals to JSON.
+//   - Logs go to [Config.Logger] (log/slog), with franz-go's own warnings;
+//     every record-level line carries topic, partition, offset and timestamp,
+//     classes and durations are text, and record-level lines are rate-limited
+//     per partition with a line that counts what was suppressed. A cluster
+//     that does not answer is a warning within seconds.
+//   - [Consumer.Close] may be called from a handler: it stops the consumer and
+//     returns at once.
 package consumer

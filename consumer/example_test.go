@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/serde"
@@ -66,4 +67,58 @@ func Example() {
 	// processed order 1
 	// processed order 3
 	// processed: 2 dead-lettered: 2
+}
+
+// An operator skips the record a partition is stuck on, naming the offset
+// that Stats shows: a skip at any other offset is refused.
+func ExampleConsumer_Skip() {
+	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "payments"))
+	defer cluster.Close()
+	producer, _ := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	defer producer.Close()
+	ctx := context.Background()
+	for _, v := range []string{"ok", "the bank is down for this one", "ok again"} {
+		producer.ProduceSync(ctx, &kgo.Record{Topic: "payments", Value: []byte(v)})
+	}
+
+	c, _ := consumer.New(consumer.Config[string, string]{
+		Brokers: cluster.ListenAddrs(),
+		Topics:  []string{"payments"},
+		Group:   "payer",
+		Value:   serde.String(),
+		Handler: func(ctx context.Context, r *consumer.Record[string, string]) error {
+			if r.Value != "ok" && r.Value != "ok again" {
+				return failure.Transient(errors.New("bank unavailable"))
+			}
+			fmt.Println("paid:", r.Value)
+			return nil
+		},
+		// Retry for as long as it takes, once a second.
+		Policy:     consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.Fixed(time.Second)}}},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- c.Run(runCtx) }()
+	for len(c.Stats().Stuck) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := c.Stats().Stuck[0]
+	fmt.Printf("stuck on %s/%d at offset %d (%s): %s\n", st.Topic, st.Partition, st.Offset, st.Reason, st.LastError)
+	fmt.Println("skip at offset 2:", c.Skip("payments", 0, 2))
+	fmt.Println("skip at offset 1:", c.Skip("payments", 0, 1))
+	for c.Stats().Processed < 2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	fmt.Println("skipped:", c.Stats().Skipped)
+	// Output:
+	// paid: ok
+	// stuck on payments/0 at offset 1 (retrying): bank unavailable
+	// skip at offset 2: consumer: partition is not stuck on a record: payments/0 is stuck on offset 1, not 2
+	// skip at offset 1: <nil>
+	// paid: ok again
+	// skipped: 1
 }

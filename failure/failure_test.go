@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/antidote-kafka/antidote/failure"
 )
@@ -81,6 +82,9 @@ func TestClassify(t *testing.T) {
 		{"unexpected EOF", io.ErrUnexpectedEOF, failure.ClassUnclassified},
 		{"EOF", io.EOF, failure.ClassUnclassified},
 		{"joined default", errors.Join(errBase, syscall.ECONNRESET), failure.ClassTransient},
+		{"kafka retriable", fmt.Errorf("produce: %w", kerr.NotLeaderForPartition), failure.ClassTransient},
+		{"kafka timeout", kerr.RequestTimedOut, failure.ClassTransient},
+		{"kafka not retriable", kerr.TopicAuthorizationFailed, failure.ClassUnclassified},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +98,19 @@ func TestClassify(t *testing.T) {
 				t.Errorf("IsPermanent = %v", got)
 			}
 		})
+	}
+}
+
+func TestClassText(t *testing.T) {
+	for _, c := range []failure.Class{failure.ClassUnclassified, failure.ClassTransient, failure.ClassPermanent} {
+		b, err := c.MarshalText()
+		var back failure.Class
+		if err != nil || string(b) != c.String() || back.UnmarshalText(b) != nil || back != c {
+			t.Errorf("%v: MarshalText %q %v, back %v", c, b, err, back)
+		}
+	}
+	if err := new(failure.Class).UnmarshalText([]byte("maybe")); err == nil {
+		t.Error("UnmarshalText accepted an unknown class")
 	}
 }
 
