@@ -99,6 +99,9 @@ type Config[K, V any] struct {
 	//
 	// It is called from partition workers concurrently and must not block.
 	Skip func(stage deadletter.Stage, err error) bool
+	// Hooks receives the consumer's events, for metrics (see package
+	// metrics/prom) and alerting. Optional.
+	Hooks Hooks
 	// Dependencies report the state of the consumer's dependencies (a
 	// schema registry's circuit breaker, say) by name, in
 	// [Stats.Dependencies]. Optional. Each function must be cheap and

@@ -26,6 +26,7 @@ type Consumer[K, V any] struct {
 	log        *slog.Logger
 	cl         *kgo.Client
 	dlq        *dlqWriter
+	hooks      Hooks // nil when none
 	stats      stats
 	budget     budget // what the flowing partitions hold together
 	brokers    brokerWatch
@@ -41,6 +42,7 @@ type Consumer[K, V any] struct {
 	mu    sync.Mutex
 	parts map[tp]*partition[K, V]
 
+	assigned atomic.Int64 // partitions this member owns
 	runOnce  atomic.Bool
 	runDone  chan struct{}   // closed when Run returns
 	runCtx   context.Context // ended by Run's ctx, a halt or Close
@@ -92,10 +94,12 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		runDone:    make(chan struct{}),
 		budget:     budget{maxRecords: cfg.Buffer.TotalRecords, maxBytes: cfg.Buffer.TotalBytes},
 		built:      make(chan struct{}),
+		hooks:      cfg.Hooks,
 	}
 	c.retryOff.Store(off)
 	c.runCtx, c.stop = context.WithCancelCause(context.Background())
 	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
+	c.dlq.hooks = c.hooks
 
 	opts := make([]kgo.Opt, 0, len(cfg.ClientOpts)+16)
 	if len(cfg.Brokers) > 0 {
@@ -185,7 +189,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			if len(ftp.Records) == 0 {
 				return
 			}
-			c.partition(ftp.Topic, ftp.Partition).push(ftp.Records)
+			c.partition(ftp.Topic, ftp.Partition).push(ftp.Records, ftp.HighWatermark)
 		})
 		c.cl.AllowRebalance()
 	}
@@ -297,6 +301,7 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 	}
 	sort.Strings(topics)
 	<-c.built
+	c.assign(assigned, true)
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
 	c.dlq.check(ctx, topics)
@@ -306,7 +311,28 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 // the group waits for it.
 const revokeCommitTimeout = 10 * time.Second
 
+// assign records partitions given (on) or taken from this member.
+func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
+	n := 0
+	for _, ps := range m {
+		n += len(ps)
+	}
+	if !on {
+		n = -n
+	}
+	c.assigned.Add(int64(n))
+	if c.hooks == nil || len(m) == 0 {
+		return
+	}
+	if on {
+		c.hooks.PartitionsAssigned(m)
+	} else {
+		c.hooks.PartitionsRevoked(m)
+	}
+}
+
 func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	c.assign(revoked, false)
 	c.stopPartitions(revoked)
 	ctx, cancel := context.WithTimeout(ctx, revokeCommitTimeout)
 	defer cancel()
@@ -319,6 +345,7 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 }
 
 func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	c.assign(lost, false)
 	c.stopPartitions(lost)
 	if len(lost) > 0 {
 		c.log.Warn("partitions lost", "partitions", lost)
@@ -371,33 +398,90 @@ func (c *Consumer[K, V]) wakeSignal() <-chan struct{} {
 // recovered, or is stuck on another record: an operator never skips a record
 // they did not see), and [ErrNotAssigned] when this member does not own it.
 func (c *Consumer[K, V]) Skip(topic string, part int32, offset int64) error {
-	c.mu.Lock()
-	p := c.parts[tp{topic, part}]
-	c.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("%w: %s/%d", ErrNotAssigned, topic, part)
+	p, err := c.owned(topic, part)
+	if err != nil {
+		return err
 	}
 	return p.skipStuck(offset)
 }
 
-// Stats returns a snapshot of the counters.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Pause pauses a partition this member owns: its fetching stops, and its
+// worker stops before the next record (a record being handled finishes)
+// until [Consumer.Resume]. The pause is this member's: after a rebalance
+// the partition's next owner does not inherit it. It returns an error
+// wrapping ErrNotAssigned for a partition this member does not own.
+func (c *Consumer[K, V]) Pause(topic string, part int32) error {
+	p, err := c.owned(topic, part)
+	if err != nil {
+		return err
+	}
+	if p.pause() {
+		c.log.Warn("partition paused by an operator", "topic", topic, "partition", part)
+	}
+	return nil
+}
+
+// Resume ends an operator pause of a partition ([Consumer.Pause]).
+func (c *Consumer[K, V]) Resume(topic string, part int32) error {
+	p, err := c.owned(topic, part)
+	if err != nil {
+		return err
+	}
+	if p.resume() {
+		c.log.Warn("partition resumed by an operator", "topic", topic, "partition", part)
+	}
+	return nil
+}
+
+func (c *Consumer[K, V]) owned(topic string, part int32) (*partition[K, V], error) {
+	c.mu.Lock()
+	p := c.parts[tp{topic, part}]
+	c.mu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s/%d", ErrNotAssigned, topic, part)
+	}
+	return p, nil
+}
+
+// Stats returns a snapshot of the counters and of the partitions.
 func (c *Consumer[K, V]) Stats() Stats {
 	s := c.stats.snapshot()
 	s.RetryEnabled = !c.retryOff.Load()
+	committed := c.cl.CommittedOffsets()
 	c.mu.Lock()
 	for _, p := range c.parts {
 		if st, ok := p.stuckOn(); ok {
 			s.Stuck = append(s.Stuck, st)
 		}
-		n, sz := p.heldNow()
-		s.BufferedRecords += n
-		s.BufferedBytes += sz
+		off := int64(-1)
+		if eo, ok := committed[p.topic][p.part]; ok {
+			off = eo.Offset
+		}
+		ps := p.state(off)
+		s.Partitions = append(s.Partitions, ps)
+		s.BufferedRecords += ps.BufferedRecords
+		s.BufferedBytes += ps.BufferedBytes
 	}
 	c.mu.Unlock()
 	sort.Slice(s.Stuck, func(i, j int) bool {
 		a, b := s.Stuck[i], s.Stuck[j]
 		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
 	})
+	sort.Slice(s.Partitions, func(i, j int) bool {
+		a, b := s.Partitions[i], s.Partitions[j]
+		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+	})
+	s.Running = c.runOnce.Load() && !isClosed(c.runDone) && c.runCtx.Err() == nil
+	s.Ready = s.Running && c.assigned.Load() > 0 && s.Halted == 0
 	s.DeadLetterTopics = c.dlq.states()
 	s.Brokers = c.brokers.state()
 	if len(c.cfg.Dependencies) > 0 {

@@ -41,6 +41,7 @@ type dlqWriter struct {
 	timeout  time.Duration
 	log      *slog.Logger
 	stats    *stats
+	hooks    Hooks // nil when none
 
 	mu      sync.Mutex
 	topics  map[string]*dlqTopic // by dead-letter topic
@@ -235,20 +236,24 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	}
 	l.cur = wr
 	l.tries++
-	fail := func(err error) {
+	finish := func(err error) {
 		wr.err = err
 		close(wr.done)
+		if w.hooks != nil {
+			w.hooks.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
+				DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
+		}
 	}
 	sources, err := w.sourcePartitions(ctx, l.src.Topic)
 	if err == nil {
 		err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
 	}
 	if err != nil {
-		fail(err)
+		finish(err)
 		return
 	}
 	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
-		fail(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
+		finish(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
 		return
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
@@ -256,8 +261,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	out.Context = context.WithValue(actx, partitionKey{}, dlqTarget{l.src.Partition, sources})
 	w.cl.Produce(actx, &out, func(_ *kgo.Record, err error) {
 		cancel()
-		wr.err = err
-		close(wr.done)
+		finish(err)
 	})
 }
 

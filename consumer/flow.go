@@ -98,10 +98,12 @@ type flow struct {
 	records int
 	bytes   int64
 
-	retrying bool // a record is being retried in place
-	full     bool // over the partition's own bound
-	paused   bool // fetching paused by us
-	stopped  bool // the partition was revoked or the consumer stops
+	retrying bool   // a record is being retried in place
+	full     bool   // over the partition's own bound
+	operator bool   // paused by an operator (Consumer.Pause)
+	paused   string // why fetching is paused by us; "" while it flows
+	stopped  bool   // the partition was revoked or the consumer stops
+	hooks    Hooks
 }
 
 // hold adds fetched records.
@@ -115,7 +117,7 @@ func (f *flow) hold(recs []*kgo.Record) {
 	}
 	f.records += len(recs)
 	f.bytes += sz
-	if !f.paused {
+	if f.paused == "" {
 		f.total.add(len(recs), sz)
 	}
 	f.update()
@@ -128,7 +130,7 @@ func (f *flow) release(n int, sz int64) {
 	}
 	f.records -= n
 	f.bytes -= sz
-	if !f.paused {
+	if f.paused == "" {
 		f.total.add(-n, -sz)
 	}
 	f.update()
@@ -140,8 +142,15 @@ func (f *flow) setRetrying(on bool) {
 	f.update()
 }
 
-// update pauses or resumes fetching: paused exactly while retrying or full.
-// A full partition is resumed when it is back under half its bound.
+// setOperator pauses or resumes the partition for an operator.
+func (f *flow) setOperator(on bool) {
+	f.operator = on
+	f.update()
+}
+
+// update pauses or resumes fetching: paused exactly while retrying, paused
+// by an operator, or full. A full partition is resumed when it is back under
+// half its bound.
 func (f *flow) update() {
 	if f.stopped {
 		return
@@ -151,18 +160,36 @@ func (f *flow) update() {
 	} else if f.records <= f.lim.PartitionRecords/2 && f.bytes <= f.lim.PartitionBytes/2 {
 		f.full = false
 	}
-	want := f.retrying || f.full
-	if want == f.paused {
+	want := ""
+	switch {
+	case f.operator:
+		want = PauseOperator
+	case f.retrying:
+		want = PauseRetrying
+	case f.full:
+		want = PauseFull
+	}
+	if (want == "") == (f.paused == "") {
+		f.paused = want // the reason may change while paused
 		return
 	}
+	was := f.paused
 	f.paused = want
 	m := map[string][]int32{f.topic: {f.part}}
-	if want {
+	ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: want}
+	if want != "" {
 		f.total.add(-f.records, -f.bytes)
 		f.cl.PauseFetchPartitions(m)
+		if f.hooks != nil {
+			f.hooks.PartitionPaused(ev)
+		}
 	} else {
 		f.total.add(f.records, f.bytes)
 		f.cl.ResumeFetchPartitions(m)
+		if f.hooks != nil {
+			ev.Reason = was
+			f.hooks.PartitionResumed(ev)
+		}
 	}
 }
 
@@ -170,7 +197,7 @@ func (f *flow) update() {
 // is gone, and what it held is dropped (unsettled records are fetched again
 // by the next owner). Fetching is resumed by the consumer after a revoke.
 func (f *flow) stop() {
-	if !f.paused {
+	if f.paused == "" {
 		f.total.add(-f.records, -f.bytes)
 	}
 	f.stopped = true

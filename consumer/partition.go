@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -35,10 +36,16 @@ type partition[K, V any] struct {
 	wake  chan struct{}
 	log   *recordLog
 
-	mu    sync.Mutex // guards queue, flow and stuck
+	mu    sync.Mutex // guards queue, flow, stuck, hwm and resumed
 	queue []*kgo.Record
 	flow  flow
 	stuck stuck
+	hwm   int64 // high watermark from the last fetch, -1 until one
+
+	// An operator pause stops the worker before its next record (and the
+	// partition's fetching) until Resume; resumed is closed then.
+	opPaused atomic.Bool
+	resumed  chan struct{}
 
 	ledger ledger // owned by the worker goroutine
 }
@@ -76,7 +83,8 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 		c: c, topic: topic, part: part, ctx: ctx, stop: stop,
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 		log:  newRecordLog(c.log, topic, part),
-		flow: flow{topic: topic, part: part, cl: c.cl, total: &c.budget, lim: c.cfg.Buffer},
+		flow: flow{topic: topic, part: part, cl: c.cl, total: &c.budget, lim: c.cfg.Buffer, hooks: c.hooks},
+		hwm:  -1,
 	}
 	p.ledger = ledger{
 		mark: func(r *kgo.Record) { c.cl.MarkCommitRecords(r) },
@@ -98,8 +106,9 @@ func (p *partition[K, V]) cancel() {
 }
 
 // push appends fetched records; called from the poll goroutine.
-func (p *partition[K, V]) push(recs []*kgo.Record) {
+func (p *partition[K, V]) push(recs []*kgo.Record, hwm int64) {
 	p.mu.Lock()
+	p.hwm = hwm
 	p.queue = append(p.queue, recs...)
 	p.flow.hold(recs)
 
@@ -131,7 +140,7 @@ func (p *partition[K, V]) run() {
 			continue
 		}
 		for _, rec := range batch {
-			if p.ctx.Err() != nil || !p.handle(rec) {
+			if p.ctx.Err() != nil || !p.waitResumed() || !p.handle(rec) {
 				return
 			}
 		}
@@ -254,7 +263,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 				return true
 			case UnwritableHalt:
 				p.log.error("halting: the dead letter can never be written", l.src, "dlq_topic", l.tmpl.Topic, "err", err)
-				p.c.stats.failure(l.stage, l.class, "halted")
+				p.outcome(l.src, l.stage, l.class, OutcomeHalted)
 				p.c.halt(&HaltError{Topic: l.src.Topic, Partition: l.src.Partition, Offset: l.src.Offset, Timestamp: l.src.Timestamp,
 					Stage: string(l.stage), Err: fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, err)})
 				return false
@@ -303,11 +312,11 @@ func (p *partition[K, V]) drain() {
 // skipped by an operator or by DeadLetterConfig.Unwritable.
 func (p *partition[K, V]) letterDone(l *letter) {
 	if l.skipped != "" {
-		p.c.stats.failure(l.stage, l.class, "skipped")
+		p.outcome(l.src, l.stage, l.class, OutcomeSkipped)
 		p.log.warn("record skipped: its dead letter was not written", l.src, "stage", l.stage, "why", l.skipped, "dlq_topic", l.tmpl.Topic, "err", l.cause)
 		return
 	}
-	p.c.stats.failure(l.stage, l.class, "dead-lettered")
+	p.outcome(l.src, l.stage, l.class, OutcomeDeadLettered)
 	p.log.warn("record dead-lettered", l.src, "stage", l.stage, "class", l.class, "reason", l.reason, "attempts", l.attempts, "err", l.cause)
 }
 
@@ -322,23 +331,31 @@ func (p *partition[K, V]) setStuck(s stuck, pause bool) {
 	} else if !p.stuck.since.IsZero() {
 		s.since = p.stuck.since // the same wait goes on
 	}
+	fresh := !p.stuck.on || p.stuck.offset != s.offset || p.stuck.reason != s.reason
 	s.on = true
 	p.stuck = s
 	if pause {
 		p.flow.setRetrying(true)
 	}
 	p.mu.Unlock()
+	if h := p.c.hooks; h != nil && fresh {
+		h.PartitionStuck(StuckEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: s.offset, Reason: s.reason, Since: s.since})
+	}
 }
 
 // clearStuck ends the stuck state: the record is settled or being settled,
 // and no longer skippable.
 func (p *partition[K, V]) clearStuck() {
 	p.mu.Lock()
+	was := p.stuck.on
 	p.stuck = stuck{}
 	if p.flow.retrying {
 		p.flow.setRetrying(false)
 	}
 	p.mu.Unlock()
+	if h := p.c.hooks; h != nil && was {
+		h.PartitionUnstuck(PartitionEvent{p.topic, p.part})
+	}
 }
 
 func (p *partition[K, V]) stuckOn() (Stuck, bool) {
@@ -366,6 +383,75 @@ func (p *partition[K, V]) skipStuck(offset int64) error {
 	}
 	p.stuck.cancel(errSkipped)
 	return nil
+}
+
+// pause pauses the partition for an operator: its fetching, and its worker
+// before the next record. It reports false if it was paused already.
+func (p *partition[K, V]) pause() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flow.operator {
+		return false
+	}
+	p.resumed = make(chan struct{})
+	p.opPaused.Store(true)
+	p.flow.setOperator(true)
+	return true
+}
+
+// resume ends an operator pause. It reports false if there was none.
+func (p *partition[K, V]) resume() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.flow.operator {
+		return false
+	}
+	p.flow.setOperator(false)
+	p.opPaused.Store(false)
+	close(p.resumed)
+	return true
+}
+
+// waitResumed waits while an operator pauses the partition, after marking
+// what is settled. It returns false when the worker must stop.
+func (p *partition[K, V]) waitResumed() bool {
+	if !p.opPaused.Load() {
+		return true
+	}
+	p.ledger.flush()
+	p.mu.Lock()
+	ch := p.resumed
+	paused := p.flow.operator
+	p.mu.Unlock()
+	if !paused {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
+}
+
+// state describes the partition for Stats; committed is the group's
+// committed offset, -1 if none.
+func (p *partition[K, V]) state(committed int64) Partition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Partition{Topic: p.topic, Partition: p.part, State: PartitionFlowing, Paused: p.flow.paused,
+		BufferedRecords: p.flow.records, BufferedBytes: p.flow.bytes,
+		HighWatermark: p.hwm, Committed: committed, Lag: -1}
+	switch {
+	case p.stuck.on:
+		s.State = PartitionStuck
+	case p.flow.paused != "":
+		s.State = PartitionPaused
+	}
+	if p.hwm >= 0 && committed >= 0 {
+		s.Lag = max(p.hwm-committed, 0)
+	}
+	return s
 }
 
 // heldNow returns what the partition holds (queue, in hand, settled behind
@@ -409,6 +495,12 @@ func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int,
 		return stage, err
 	}
 	stage = deadletter.StageProcess
+	if h := c.hooks; h != nil {
+		start := time.Now()
+		err = c.cfg.Handler(ctx, r)
+		h.HandlerDone(HandlerEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Duration: time.Since(start), Err: err})
+		return stage, err
+	}
 	return stage, c.cfg.Handler(ctx, r)
 }
 
@@ -420,10 +512,27 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 	c.stats.consumed.Add(1)
 	stage, err := p.try(p.ctx, rec, 1, time.Time{})
 	if err == nil {
-		c.stats.processed.Add(1)
+		p.processed(rec)
 		return p.settled(rec)
 	}
 	return p.settleFailure(rec, stage, err)
+}
+
+// processed counts a record the handler completed.
+func (p *partition[K, V]) processed(rec *kgo.Record) {
+	p.c.stats.processed.Add(1)
+	if h := p.c.hooks; h != nil {
+		h.RecordSettled(SettledEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Outcome: OutcomeProcessed})
+	}
+}
+
+// outcome counts a failed record's outcome: retried, dead-lettered, skipped
+// or halted.
+func (p *partition[K, V]) outcome(rec *kgo.Record, stage deadletter.Stage, class failure.Class, outcome string) {
+	p.c.stats.failure(stage, class, outcome)
+	if h := p.c.hooks; h != nil && outcome != OutcomeRetried {
+		h.RecordSettled(SettledEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Outcome: outcome, Stage: stage, Class: class})
+	}
 }
 
 // settled records that rec is settled without a dead letter. It returns

@@ -69,7 +69,10 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 				return p.act(rec, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, out.Then)
 			}
 		} else if wait, ok := retryWait(out.Retry, attempt, time.Since(first), err); ok {
-			c.stats.failure(stage, class, "retried")
+			p.outcome(rec, stage, class, OutcomeRetried)
+			if h := c.hooks; h != nil {
+				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
+			}
 			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel}, true)
 			if attempt == 1 || attempt%10 == 0 {
 				p.log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "wait", dur(wait), "err", err)
@@ -81,7 +84,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			stage, err = p.try(rctx, rec, attempt, first)
 			if err == nil {
 				p.clearStuck() // no longer skippable
-				c.stats.processed.Add(1)
+				p.processed(rec)
 				p.log.info("record recovered after retry", rec, "attempts", attempt)
 				return p.settled(rec)
 			}
@@ -123,7 +126,7 @@ func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class fai
 	case Skip:
 		return p.skip(rec, stage, err, attempts, string(reason))
 	case Halt:
-		c.stats.failure(stage, class, "halted")
+		p.outcome(rec, stage, class, OutcomeHalted)
 		p.log.error("halting on record", rec, "stage", stage, "class", class, "err", err)
 		c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})
 		return false
@@ -148,7 +151,7 @@ func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class fai
 
 func (p *partition[K, V]) skip(rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) bool {
 	c := p.c
-	c.stats.failure(stage, c.classify(stage, err), "skipped")
+	p.outcome(rec, stage, c.classify(stage, err), OutcomeSkipped)
 	p.log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "err", err)
 	return p.settled(rec)
 }

@@ -36,6 +36,13 @@ type Stats struct {
 	// hold (see [BufferLimits]).
 	BufferedRecords int
 	BufferedBytes   int64
+	// Running: Run is running. Ready: Run is running, this member has
+	// partitions and nothing halted it (what a readiness probe asks).
+	Running bool
+	Ready   bool
+	// Partitions describes each partition this member works on, by topic
+	// and partition.
+	Partitions []Partition
 	// DeadLetterTopics is what the consumer knows of each dead-letter
 	// topic: checked (and created) when partitions are assigned.
 	DeadLetterTopics []DeadLetterTopic
@@ -44,6 +51,33 @@ type Stats struct {
 	// Dependencies is the state of each of [Config.Dependencies].
 	Dependencies map[string]string
 }
+
+// Partition is the state of one assigned partition.
+type Partition struct {
+	Topic     string
+	Partition int32
+	// State is PartitionFlowing, PartitionPaused (fetching paused: a full
+	// buffer or an operator) or PartitionStuck (see Stats.Stuck).
+	State string
+	// Paused is why its fetching is paused (PauseRetrying, PauseFull,
+	// PauseOperator), empty while it flows.
+	Paused          string `json:",omitempty"`
+	BufferedRecords int
+	BufferedBytes   int64
+	// HighWatermark is the partition's end offset at the last fetch,
+	// Committed the group's committed offset, and Lag the difference: the
+	// records not yet committed. Each is -1 while unknown.
+	HighWatermark int64
+	Committed     int64
+	Lag           int64
+}
+
+// States of a partition ([Partition.State]).
+const (
+	PartitionFlowing = "flowing"
+	PartitionPaused  = "paused"
+	PartitionStuck   = "stuck"
+)
 
 // DeadLetterTopic is the state of one dead-letter topic.
 type DeadLetterTopic struct {
@@ -127,13 +161,13 @@ func (s *stats) snapshot() Stats {
 	for k, v := range s.outcomes {
 		out.Outcomes[k] = v
 		switch k.Outcome {
-		case "retried":
+		case OutcomeRetried:
 			out.Retried += v
-		case "dead-lettered":
+		case OutcomeDeadLettered:
 			out.DeadLettered += v
-		case "skipped":
+		case OutcomeSkipped:
 			out.Skipped += v
-		case "halted":
+		case OutcomeHalted:
 			out.Halted += v
 		}
 	}

@@ -1,0 +1,134 @@
+package consumer
+
+import (
+	"time"
+
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+)
+
+// Hooks receives the consumer's events, for metrics and alerting. The
+// consumer imports no metrics library: package metrics/prom turns these events
+// into Prometheus metrics. Embed [NopHooks] to implement only some methods
+// (and to keep compiling when methods are added).
+//
+// Methods are called synchronously from the partition workers (several at
+// once) and from the poll and group goroutines: they must be safe for
+// concurrent use, must not block, and must not call back into the consumer.
+// Event values are copies; their strings are the consumer's own, never record
+// contents.
+type Hooks interface {
+	// RecordSettled: a record is settled, once per record: processed,
+	// dead-lettered, skipped or halted.
+	RecordSettled(SettledEvent)
+	// RecordRetried: a failed record is about to wait for another try in
+	// place.
+	RecordRetried(RetryEvent)
+	// HandlerDone: one call of the handler returned, with its duration and
+	// error (nil on success).
+	HandlerDone(HandlerEvent)
+	// DeadLetterWritten: one dead-letter write attempt ended, acknowledged
+	// (Err nil) or failed.
+	DeadLetterWritten(WriteEvent)
+	// PartitionStuck and PartitionUnstuck: a partition cannot move past a
+	// record, and then can again (see [Stuck]).
+	PartitionStuck(StuckEvent)
+	PartitionUnstuck(PartitionEvent)
+	// PartitionPaused and PartitionResumed: fetching of a partition is
+	// paused (a retry in place, a full buffer, an operator) and resumed.
+	PartitionPaused(PauseEvent)
+	PartitionResumed(PauseEvent)
+	// PartitionsAssigned and PartitionsRevoked: the group gave this member
+	// partitions or took them (revoked or lost).
+	PartitionsAssigned(map[string][]int32)
+	PartitionsRevoked(map[string][]int32)
+}
+
+// NopHooks implements [Hooks] with methods that do nothing. Embed it.
+type NopHooks struct{}
+
+var _ Hooks = NopHooks{}
+
+func (NopHooks) RecordSettled(SettledEvent)            {}
+func (NopHooks) RecordRetried(RetryEvent)              {}
+func (NopHooks) HandlerDone(HandlerEvent)              {}
+func (NopHooks) DeadLetterWritten(WriteEvent)          {}
+func (NopHooks) PartitionStuck(StuckEvent)             {}
+func (NopHooks) PartitionUnstuck(PartitionEvent)       {}
+func (NopHooks) PartitionPaused(PauseEvent)            {}
+func (NopHooks) PartitionResumed(PauseEvent)           {}
+func (NopHooks) PartitionsAssigned(map[string][]int32) {}
+func (NopHooks) PartitionsRevoked(map[string][]int32)  {}
+
+// Outcomes of a settled record ([SettledEvent.Outcome], [OutcomeKey.Outcome]).
+const (
+	OutcomeProcessed    = "processed"
+	OutcomeRetried      = "retried"
+	OutcomeDeadLettered = "dead-lettered"
+	OutcomeSkipped      = "skipped"
+	OutcomeHalted       = "halted"
+)
+
+// PartitionEvent names a partition.
+type PartitionEvent struct {
+	Topic     string
+	Partition int32
+}
+
+// SettledEvent is a settled record. Stage and Class are empty and
+// unclassified for a processed record.
+type SettledEvent struct {
+	PartitionEvent
+	Offset  int64
+	Outcome string // OutcomeProcessed, OutcomeDeadLettered, OutcomeSkipped or OutcomeHalted
+	Stage   deadletter.Stage
+	Class   failure.Class
+}
+
+// RetryEvent is a record about to wait before its next try.
+type RetryEvent struct {
+	PartitionEvent
+	Offset  int64
+	Stage   deadletter.Stage
+	Class   failure.Class
+	Attempt int
+	Wait    time.Duration
+}
+
+// HandlerEvent is one handler call.
+type HandlerEvent struct {
+	PartitionEvent
+	Duration time.Duration
+	Err      error
+}
+
+// WriteEvent is one dead-letter write attempt.
+type WriteEvent struct {
+	PartitionEvent        // of the source record
+	DeadLetterTopic string
+	Latency         time.Duration
+	Err             error
+}
+
+// StuckEvent is a partition stuck on a record.
+type StuckEvent struct {
+	PartitionEvent
+	Offset int64
+	Reason string // StuckRetrying or StuckDeadLetter
+	Since  time.Time
+}
+
+// PauseEvent is a partition whose fetching is paused or resumed.
+type PauseEvent struct {
+	PartitionEvent
+	// Reason is why it is (or was) paused: PauseRetrying, PauseFull or
+	// PauseOperator.
+	Reason string
+}
+
+// Why a partition's fetching is paused ([PauseEvent.Reason], [Partition.Paused]).
+const (
+	PauseRetrying = "retrying"
+	PauseFull     = "buffer-full"
+	PauseOperator = "operator"
+)
