@@ -104,7 +104,7 @@ type HandlerEvent struct {
 
 // WriteEvent is one dead-letter write attempt.
 type WriteEvent struct {
-	PartitionEvent        // of the source record
+	PartitionEvent  // of the source record
 	DeadLetterTopic string
 	Latency         time.Duration
 	Err             error
