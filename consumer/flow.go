@@ -80,12 +80,6 @@ func (b *budget) room(ctx context.Context) int {
 	}
 }
 
-func (b *budget) held() (int, int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.records, b.bytes
-}
-
 // flow is the flow control of one partition: what it holds and why its
 // fetching is paused. Its methods are called with the partition's lock held.
 type flow struct {

@@ -454,14 +454,6 @@ func (p *partition[K, V]) state(committed int64) Partition {
 	return s
 }
 
-// heldNow returns what the partition holds (queue, in hand, settled behind
-// an unacknowledged letter), for tests and stats.
-func (p *partition[K, V]) heldNow() (int, int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.flow.records, p.flow.bytes
-}
-
 // headers reinterprets franz-go headers as serde headers: both are
 // struct{Key string; Value []byte} (checked by a test), so no copy is made.
 func headers(h []kgo.RecordHeader) []serde.Header {

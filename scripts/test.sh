@@ -2,7 +2,7 @@
 # scripts/test.sh: the whole test suite (what `make test` runs).
 #
 #  1. installs kcat when it is missing (Debian package; needs root or sudo)
-#  2. gofmt check, go vet, staticcheck (pinned as a Go tool in go.mod)
+#  2. gofmt check, go vet, staticcheck (pinned as a Go tool in tools/go.mod)
 #  3. go test -race ./... on the in-process kfake cluster
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
 #     integration tests (every test named *Integration*) again against it,
@@ -28,21 +28,26 @@ go version
 echo "kcat: $(kcat -V 2>/dev/null | sed -n 's/^Version \([^ ]*\).*librdkafka \([^ ]*\).*/\1 (librdkafka \2)/p' | head -1)"
 go mod download
 
+# Every module of the workspace (go.work) but the tools module: the library,
+# and the parts that live in modules of their own (serde/avro, the command).
+PKGS=$(go list -m -f '{{.Dir}}' | grep -v '/tools$' | sed "s|^$PWD|.|; s|$|/...|" | tr '\n' ' ')
+echo "modules: $PKGS"
+
 step "gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))"
 if [ -n "$unformatted" ]; then echo "gofmt needed on:"; echo "$unformatted"; exit 1; fi
 echo "ok"
 
 step "go vet"
-go vet ./...
+go vet $PKGS
 echo "ok"
 
 step "staticcheck (config: staticcheck.conf)"
-go tool staticcheck ./...
+go tool staticcheck $PKGS
 echo "ok"
 
 step "go test -race ./... (kfake, in-process)"
-go test -race -timeout "$TIMEOUT" ./...
+go test -race -timeout "$TIMEOUT" $PKGS
 
 if [ "${SKIP_REAL_KAFKA:-}" = 1 ] && [ "${CI:-}" != true ]; then
   echo "SKIP_REAL_KAFKA=1: integration tests against a real broker skipped"; exit 0
@@ -58,4 +63,4 @@ if ! brokers="$(scripts/kafka.sh start)"; then
   echo "the real Kafka broker did not start"; exit 1
 fi
 echo "Apache Kafka $(scripts/kafka.sh version) at $brokers"
-ANTIDOTE_KAFKA_BROKERS="$brokers" go test -race -count=1 -timeout "$TIMEOUT" -run 'Integration' ./...
+ANTIDOTE_KAFKA_BROKERS="$brokers" go test -race -count=1 -timeout "$TIMEOUT" -run 'Integration' $PKGS
