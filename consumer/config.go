@@ -99,6 +99,9 @@ type Config[K, V any] struct {
 	//
 	// It is called from partition workers concurrently and must not block.
 	Skip func(stage deadletter.Stage, err error) bool
+	// FloodGuard pauses the consumer when it would dead-letter too much at
+	// once. Optional: on, see [FloodGuard] for the defaults.
+	FloodGuard FloodGuard
 	// Hooks receives the consumer's events, for metrics (see package
 	// metrics/prom) and alerting. Optional.
 	Hooks Hooks
@@ -407,6 +410,9 @@ func (c *Config[K, V]) validate() error {
 		return configErr("CommitInterval", fmt.Sprintf("%v: must be at least 100ms", c.CommitInterval))
 	}
 	if err := c.Buffer.validate(); err != nil {
+		return err
+	}
+	if err := c.FloodGuard.validate(); err != nil {
 		return err
 	}
 	if c.GroupProtocol > GroupConsumer {

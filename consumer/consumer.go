@@ -29,6 +29,7 @@ type Consumer[K, V any] struct {
 	hooks      Hooks // nil when none
 	stats      stats
 	budget     budget // what the flowing partitions hold together
+	flood      flood
 	brokers    brokerWatch
 	workers    workerSet     // goroutines that run user code: Close must not wait for them
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
@@ -72,6 +73,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		cfg.CommitInterval = defaultCommitInterval
 	}
 	cfg.Buffer = cfg.Buffer.withDefaults()
+	cfg.FloodGuard = cfg.FloodGuard.withDefaults()
 	if cfg.DeadLetter.Retry == nil {
 		cfg.DeadLetter.Retry = defaultDeadLetterRetry
 	}
@@ -483,6 +485,7 @@ func (c *Consumer[K, V]) Stats() Stats {
 	s.Running = c.runOnce.Load() && !isClosed(c.runDone) && c.runCtx.Err() == nil
 	s.Ready = s.Running && c.assigned.Load() > 0 && s.Halted == 0
 	s.DeadLetterTopics = c.dlq.states()
+	s.Flood = c.flood.state()
 	s.Brokers = c.brokers.state()
 	if len(c.cfg.Dependencies) > 0 {
 		s.Dependencies = make(map[string]string, len(c.cfg.Dependencies))

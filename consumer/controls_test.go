@@ -56,6 +56,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"negative buffer", func(c *consumer.Config[string, string]) { c.Buffer.TotalBytes = -1 }, "Buffer.TotalBytes"},
 		{"bad unwritable", func(c *consumer.Config[string, string]) { c.DeadLetter.Unwritable = 9 }, "DeadLetter.Unwritable"},
 		{"bad group protocol", func(c *consumer.Config[string, string]) { c.GroupProtocol = 9 }, "GroupProtocol"},
+		{"flood share", func(c *consumer.Config[string, string]) { c.FloodGuard.Share = 1.5 }, "FloodGuard.Share"},
+		{"flood min over window", func(c *consumer.Config[string, string]) { c.FloodGuard.Window, c.FloodGuard.Min = 10, 20 }, "FloodGuard.Min"},
 	}
 	for _, good := range []func(*consumer.Config[string, string]){
 		func(c *consumer.Config[string, string]) {
@@ -67,6 +69,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	} {
 		cfg := ok()
 		good(&cfg)
+		cfg.Logger = testLogger(t)
 		cons, err := consumer.New(cfg)
 		if err != nil {
 			t.Fatalf("New rejected a good config: %v", err)

@@ -141,4 +141,10 @@
 //     that does not answer is a warning within seconds.
 //   - [Consumer.Close] may be called from a handler: it stops the consumer and
 //     returns at once.
+//   - [Consumer.Pause] and [Consumer.Resume] stop and restart one partition.
+//   - The flood guard ([FloodGuard], on by default) pauses the consumer when
+//     more than half of a partition's last 1000 records would be
+//     dead-lettered (a bad deploy, a wrong schema) instead of emptying the
+//     topic into the dead-letter topic; [Consumer.ResumeFlood] goes on.
+//   - [Hooks] receives every event that metrics need (package metrics/prom).
 package consumer

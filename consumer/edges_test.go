@@ -432,6 +432,7 @@ func TestMachineReadableLogsAndStats(t *testing.T) {
 	}, func(cfg *consumer.Config[string, string]) {
 		cfg.Logger = logs.logger()
 		cfg.Policy.Process.Transient.Retry = backoff.Fixed(100 * time.Millisecond)
+		cfg.FloodGuard.Disable = true // a storm on purpose
 	})
 	stop := runConsumer(t, cons)
 	waitFor(t, time.Minute, "every pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 300 })

@@ -42,6 +42,10 @@ type Hooks interface {
 	// partitions or took them (revoked or lost).
 	PartitionsAssigned(map[string][]int32)
 	PartitionsRevoked(map[string][]int32)
+	// FloodGuardTripped and FloodGuardResumed: the flood guard stopped the
+	// consumer (see [FloodGuard]), and an operator resumed it.
+	FloodGuardTripped(FloodEvent)
+	FloodGuardResumed(FloodEvent)
 }
 
 // NopHooks implements [Hooks] with methods that do nothing. Embed it.
@@ -59,6 +63,8 @@ func (NopHooks) PartitionPaused(PauseEvent)            {}
 func (NopHooks) PartitionResumed(PauseEvent)           {}
 func (NopHooks) PartitionsAssigned(map[string][]int32) {}
 func (NopHooks) PartitionsRevoked(map[string][]int32)  {}
+func (NopHooks) FloodGuardTripped(FloodEvent)          {}
+func (NopHooks) FloodGuardResumed(FloodEvent)          {}
 
 // Outcomes of a settled record ([SettledEvent.Outcome], [OutcomeKey.Outcome]).
 const (

@@ -47,7 +47,8 @@ type partition[K, V any] struct {
 	opPaused atomic.Bool
 	resumed  chan struct{}
 
-	ledger ledger // owned by the worker goroutine
+	ledger   ledger // owned by the worker goroutine
+	floodWin window // owned by the worker goroutine
 }
 
 // stuck is the record a partition cannot move past right now: it is
@@ -67,6 +68,7 @@ type stuck struct {
 const (
 	StuckRetrying   = "retrying"
 	StuckDeadLetter = "dead-letter write"
+	StuckFlood      = "flood guard"
 )
 
 // stuckAfter is how long a partition may wait for its oldest dead letter
@@ -85,6 +87,9 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 		log:  newRecordLog(c.log, topic, part),
 		flow: flow{topic: topic, part: part, cl: c.cl, total: &c.budget, lim: c.cfg.Buffer, hooks: c.hooks},
 		hwm:  -1,
+	}
+	if !c.cfg.FloodGuard.Disable {
+		p.floodWin.dead = make([]bool, c.cfg.FloodGuard.Window)
 	}
 	p.ledger = ledger{
 		mark: func(r *kgo.Record) { c.cl.MarkCommitRecords(r) },
@@ -513,6 +518,7 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 // processed counts a record the handler completed.
 func (p *partition[K, V]) processed(rec *kgo.Record) {
 	p.c.stats.processed.Add(1)
+	p.floodWin.add(false)
 	if h := p.c.hooks; h != nil {
 		h.RecordSettled(SettledEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Outcome: OutcomeProcessed})
 	}

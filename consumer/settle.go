@@ -131,6 +131,12 @@ func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class fai
 		c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})
 		return false
 	}
+	if ok, skipped := p.guardFlood(rec); skipped {
+		return p.skip(rec, stage, err, attempts, "operator")
+	} else if !ok {
+		return false
+	}
+	p.floodWin.add(true)
 	f := &deadletter.Failure{
 		Stage: stage, Reason: reason, Class: class.String(),
 		ErrorType: deadletter.ErrorType(err), Message: err.Error(),
@@ -153,6 +159,7 @@ func (p *partition[K, V]) skip(rec *kgo.Record, stage deadletter.Stage, err erro
 	c := p.c
 	p.outcome(rec, stage, c.classify(stage, err), OutcomeSkipped)
 	p.log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "err", err)
+	p.floodWin.add(false)
 	return p.settled(rec)
 }
 

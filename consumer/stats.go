@@ -43,6 +43,10 @@ type Stats struct {
 	// Partitions describes each partition this member works on, by topic
 	// and partition.
 	Partitions []Partition
+	// Flood is the tripped flood guard, nil while it has not tripped (see
+	// [FloodGuard]); FloodTrips counts how often it tripped.
+	Flood      *Flood `json:",omitempty"`
+	FloodTrips uint64
 	// DeadLetterTopics is what the consumer knows of each dead-letter
 	// topic: checked (and created) when partitions are assigned.
 	DeadLetterTopics []DeadLetterTopic
@@ -134,7 +138,7 @@ type Stuck struct {
 }
 
 type stats struct {
-	consumed, processed, dlqWriteErrors atomic.Uint64
+	consumed, processed, dlqWriteErrors, floodTrips atomic.Uint64
 
 	mu       sync.Mutex
 	outcomes map[OutcomeKey]uint64
@@ -154,6 +158,7 @@ func (s *stats) snapshot() Stats {
 		Consumed:              s.consumed.Load(),
 		Processed:             s.processed.Load(),
 		DeadLetterWriteErrors: s.dlqWriteErrors.Load(),
+		FloodTrips:            s.floodTrips.Load(),
 		Outcomes:              make(map[OutcomeKey]uint64),
 	}
 	s.mu.Lock()
