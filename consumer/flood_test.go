@@ -103,7 +103,9 @@ func TestIntegrationFloodGuardHalt(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := floodTopic(t, c, 0, 30)
 	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil },
-		func(cfg *consumer.Config[string, string]) { cfg.FloodGuard = consumer.FloodGuard{Window: 20, Min: 5, Halt: true} })
+		func(cfg *consumer.Config[string, string]) {
+			cfg.FloodGuard = consumer.FloodGuard{Window: 20, Min: 5, Halt: true}
+		})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := cons.Run(ctx)
