@@ -99,6 +99,9 @@ type Config[K, V any] struct {
 	//
 	// It is called from partition workers concurrently and must not block.
 	Skip func(stage deadletter.Stage, err error) bool
+	// DurableAttempts keeps the attempt count of a record retried in place
+	// across restarts and rebalances. Optional: on, see [DurableAttempts].
+	DurableAttempts DurableAttempts
 	// FloodGuard pauses the consumer when it would dead-letter too much at
 	// once. Optional: on, see [FloodGuard] for the defaults.
 	FloodGuard FloodGuard
@@ -414,6 +417,12 @@ func (c *Config[K, V]) validate() error {
 	}
 	if err := c.FloodGuard.validate(); err != nil {
 		return err
+	}
+	if strings.Contains(string(c.DurableAttempts.Topic), "{topic}") {
+		return configErr("DurableAttempts.Topic", "one topic serves every source topic: use {group}, not {topic}")
+	}
+	if err := c.DurableAttempts.Topic.Validate(); err != nil {
+		return configErr("DurableAttempts.Topic", err.Error())
 	}
 	if c.GroupProtocol > GroupConsumer {
 		return configErr("GroupProtocol", fmt.Sprintf("unknown protocol %d", c.GroupProtocol))

@@ -30,6 +30,7 @@ type Consumer[K, V any] struct {
 	stats      stats
 	budget     budget // what the flowing partitions hold together
 	flood      flood
+	attempts   attempts
 	brokers    brokerWatch
 	workers    workerSet     // goroutines that run user code: Close must not wait for them
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
@@ -139,6 +140,21 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	}
 	c.cl = cl
 	c.dlq.attach(cl)
+	if !cfg.DurableAttempts.Disable {
+		tmpl := cfg.DurableAttempts.Topic
+		if tmpl == "" {
+			tmpl = defaultAttemptsTopic
+		}
+		// The state topic is read with a client of its own: the seed
+		// brokers and the user's options (TLS, SASL), no group.
+		var read []kgo.Opt
+		if len(cfg.Brokers) > 0 {
+			read = append(read, kgo.SeedBrokers(cfg.Brokers...))
+		}
+		read = append(read, cfg.ClientOpts...)
+		c.attempts = attempts{topic: tmpl.Name("", cfg.Group), cl: cl, adm: c.dlq.adm, opts: read,
+			log: func(msg string, args ...any) { c.log.Warn(msg, args...) }}
+	}
 	close(c.built)
 	if off {
 		c.log.Warn("retrying is turned off by the kill switch", "env", EnvRetryDisabled)
@@ -304,6 +320,9 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 	sort.Strings(topics)
 	<-c.built
 	c.assign(assigned, true)
+	loadCtx, loadCancel := context.WithTimeout(ctx, 10*time.Second)
+	c.attempts.load(loadCtx, assigned)
+	loadCancel()
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
 	c.dlq.check(ctx, topics)

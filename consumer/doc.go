@@ -83,6 +83,10 @@
 // deserializer never fails, so its failures reach the dead-letter topic as
 // process-stage failures, if at all.
 //
+// The attempt count of a record retried in place survives restarts and
+// rebalances ([DurableAttempts]): a record that failed 9 of its 10 tries
+// before a crash gets one more try after it, not ten.
+//
 // A failure that carries a failure.RetryAfter hint (an HTTP Retry-After, a
 // circuit breaker's next probe) waits exactly the hint instead of the policy's
 // backoff: the dependency knows when a try is worth it. The policy still

@@ -49,6 +49,9 @@ type partition[K, V any] struct {
 
 	ledger   ledger // owned by the worker goroutine
 	floodWin window // owned by the worker goroutine
+	// resume is the retry state of the partition's first record, read from
+	// the durable attempts at assignment; nil once the first record is seen.
+	retryState *attemptEntry
 }
 
 // stuck is the record a partition cannot move past right now: it is
@@ -90,6 +93,9 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 	}
 	if !c.cfg.FloodGuard.Disable {
 		p.floodWin.dead = make([]bool, c.cfg.FloodGuard.Window)
+	}
+	if e, ok := c.attempts.take(topic, part); ok {
+		p.retryState = &e
 	}
 	p.ledger = ledger{
 		mark: func(r *kgo.Record) { c.cl.MarkCommitRecords(r) },
@@ -507,12 +513,25 @@ func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int,
 func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 	c := p.c
 	c.stats.consumed.Add(1)
-	stage, err := p.try(p.ctx, rec, 1, time.Time{})
+	attempt, first := 1, time.Time{}
+	if r := p.retryState; r != nil && rec.Offset >= r.offset {
+		// Records before it may come first: their commit had not
+		// been made when the consumer stopped.
+		p.retryState = nil
+		if r.offset == rec.Offset { // the record retrying before the restart
+			attempt, first = r.attempts+1, r.first
+			p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
+		}
+	}
+	stage, err := p.try(p.ctx, rec, attempt, first)
 	if err == nil {
 		p.processed(rec)
+		if attempt > 1 {
+			c.attempts.clear(rec)
+		}
 		return p.settled(rec)
 	}
-	return p.settleFailure(rec, stage, err)
+	return p.settleFailure(rec, stage, err, attempt, first)
 }
 
 // processed counts a record the handler completed.

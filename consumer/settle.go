@@ -36,11 +36,22 @@ func retryWait(p backoff.Policy, attempt int, elapsed time.Duration, err error) 
 }
 
 // settleFailure is the slow path: retry in place, then the policy's action.
-func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage, err error) bool {
+// attempt is the try that failed and first the time of the first failure
+// (zero: now); both come from the durable attempts after a restart.
+func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage, err error, attempt int, first time.Time) bool {
 	c := p.c
 	p.ledger.flush() // the records before this one, before any wait
-	first := time.Now()
-	attempt := 1
+	if first.IsZero() {
+		first = time.Now()
+	}
+	saved := attempt > 1 // a durable entry exists for rec
+	defer func() {
+		// Settled: the entry goes. Stopping (revoked, shut down, halted):
+		// it stays, and the next owner goes on counting.
+		if saved && p.ctx.Err() == nil {
+			c.attempts.clear(rec)
+		}
+	}()
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
 	defer p.clearStuck()
@@ -74,6 +85,10 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
 			}
 			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel}, true)
+			if attempt >= 2 {
+				c.attempts.save(rec, attempt, first)
+				saved = true
+			}
 			if attempt == 1 || attempt%10 == 0 {
 				p.log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "wait", dur(wait), "err", err)
 			}

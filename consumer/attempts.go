@@ -1,0 +1,238 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/deadletter"
+)
+
+// DurableAttempts keeps the attempt count of a record that is retried in
+// place across restarts and rebalances: without it, a record that failed 9 of
+// its 10 tries starts again at 1 after a crash.
+//
+// A partition retrying in place is stuck on its oldest unsettled record, so
+// one entry per partition is enough: a compacted topic, keyed by
+// "topic/partition", holds the offset, the attempts so far and the time of
+// the first failure of the record each partition is retrying. An entry is
+// written only when a record has failed twice or more (the success path never
+// writes), and deleted (a tombstone) once the record is settled. When
+// partitions are assigned, the consumer reads the topic, and a partition whose
+// first record is the one in its entry goes on counting from there.
+//
+// Writes are asynchronous and best effort: a lost write only loses count, never
+// a record (a failed write is logged).
+type DurableAttempts struct {
+	// Disable turns durable attempts off.
+	Disable bool
+	// Topic names the state topic; {group} is replaced by the group.
+	// Optional: "{group}.antidote-attempts". It is created (one partition,
+	// cleanup.policy=compact) on the first write.
+	Topic deadletter.Template
+}
+
+const defaultAttemptsTopic = "{group}.antidote-attempts"
+
+// attemptEntry is a record's retry state.
+type attemptEntry struct {
+	offset   int64
+	attempts int
+	first    time.Time
+}
+
+func (e attemptEntry) encode() []byte {
+	return []byte("offset=" + strconv.FormatInt(e.offset, 10) + " attempts=" + strconv.Itoa(e.attempts) +
+		" first=" + e.first.UTC().Format(deadletter.TimeLayout))
+}
+
+func decodeAttempt(b []byte) (attemptEntry, error) {
+	var e attemptEntry
+	var err error
+	fields := strings.Fields(string(b))
+	if len(fields) != 3 {
+		return e, fmt.Errorf("%d fields, want 3", len(fields))
+	}
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "offset":
+			e.offset, err = strconv.ParseInt(v, 10, 64)
+		case "attempts":
+			e.attempts, err = strconv.Atoi(v)
+		case "first":
+			e.first, err = time.Parse(deadletter.TimeLayout, v)
+		default:
+			err = fmt.Errorf("unknown field %q", k)
+		}
+		if err != nil {
+			return e, err
+		}
+	}
+	if e.offset < 0 || e.attempts < 1 {
+		return e, errors.New("offset or attempts out of range")
+	}
+	return e, nil
+}
+
+func attemptKey(topic string, part int32) []byte {
+	return []byte(topic + "/" + strconv.Itoa(int(part)))
+}
+
+// attempts writes and reads the state topic.
+type attempts struct {
+	topic string // "" when off
+	cl    *kgo.Client
+	adm   *kadm.Client
+	opts  []kgo.Opt // to read the topic with a client of its own
+	log   loggerFunc
+
+	mu      sync.Mutex
+	created bool
+	resume  map[tp]attemptEntry // read at assignment, taken by new partition workers
+}
+
+type loggerFunc func(msg string, args ...any)
+
+// save records that rec has failed attempts times since first.
+func (a *attempts) save(rec *kgo.Record, attempts int, first time.Time) {
+	if a.topic == "" {
+		return
+	}
+	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition),
+		Value: attemptEntry{offset: rec.Offset, attempts: attempts, first: first}.encode()})
+}
+
+// clear deletes the entry of rec's partition: its record is settled.
+func (a *attempts) clear(rec *kgo.Record) {
+	if a.topic == "" {
+		return
+	}
+	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition)}) // a tombstone
+}
+
+func (a *attempts) produce(r *kgo.Record) {
+	if err := a.ensure(); err != nil {
+		a.log("attempts topic cannot be written: the attempt count of a retrying record will restart after a restart", "attempts_topic", a.topic, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	a.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		cancel()
+		if err != nil {
+			a.log("attempts write failed: the attempt count of a retrying record may restart after a restart", "attempts_topic", a.topic, "err", err)
+		}
+	})
+}
+
+// ensure creates the state topic once.
+func (a *attempts) ensure() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.created {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	compact := "compact"
+	resp, err := a.adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, a.topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return err
+	}
+	a.created = true
+	return nil
+}
+
+// load reads the state topic up to its end and keeps the entries of the
+// given partitions for their workers. It runs when partitions are assigned.
+func (a *attempts) load(ctx context.Context, assigned map[string][]int32) {
+	if a.topic == "" || len(assigned) == 0 {
+		return
+	}
+	want := map[string]tp{}
+	for t, ps := range assigned {
+		for _, p := range ps {
+			want[string(attemptKey(t, p))] = tp{t, p}
+		}
+	}
+	found, err := a.read(ctx, want)
+	if err != nil {
+		a.log("attempts topic cannot be read: retrying records count their attempts from 1", "attempts_topic", a.topic, "err", err)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.resume == nil {
+		a.resume = make(map[tp]attemptEntry)
+	}
+	for k, e := range found {
+		a.resume[k] = e
+	}
+}
+
+func (a *attempts) read(ctx context.Context, want map[string]tp) (map[tp]attemptEntry, error) {
+	ends, err := a.adm.ListEndOffsets(ctx, a.topic)
+	if err != nil {
+		return nil, err
+	}
+	end, ok := ends.Lookup(a.topic, 0)
+	if !ok || errors.Is(end.Err, kerr.UnknownTopicOrPartition) || end.Offset <= 0 {
+		return nil, nil // no state yet
+	}
+	if end.Err != nil {
+		return nil, end.Err
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), a.opts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{a.topic: {0: kgo.NewOffset().AtStart()}}))...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	found := map[tp]attemptEntry{}
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read to offset %d: %w", end.Offset, err)
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= end.Offset-1 {
+				done = true
+			}
+			k, ok := want[string(r.Key)]
+			if !ok {
+				return
+			}
+			if r.Value == nil {
+				delete(found, k)
+				return
+			}
+			if e, err := decodeAttempt(r.Value); err == nil {
+				found[k] = e
+			}
+		})
+		if done {
+			return found, nil
+		}
+	}
+}
+
+// take returns, and forgets, the entry of a partition.
+func (a *attempts) take(t string, p int32) (attemptEntry, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.resume[tp{t, p}]
+	delete(a.resume, tp{t, p})
+	return e, ok
+}

@@ -1,0 +1,85 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// TestIntegrationDurableAttempts: a record retried in place keeps its attempt
+// count across a restart of the consumer: the new member goes on from where
+// the old one stopped, dead-letters it after the policy's total number of
+// tries, and deletes the state entry. (Before: it started again at 1.)
+func TestIntegrationDurableAttempts(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "durable", "ok", "always fails", "after")
+	group := kafkatest.UniqueName("durable")
+	var mu sync.Mutex
+	var seen []int
+	handler := func(_ context.Context, r *consumer.Record[string, string]) error {
+		if r.Value != "always fails" {
+			return nil
+		}
+		mu.Lock()
+		seen = append(seen, r.Attempt)
+		mu.Unlock()
+		return failure.Transient(errors.New("dependency down"))
+	}
+	mod := func(cfg *consumer.Config[string, string]) {
+		cfg.Key = nil
+		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(100*time.Millisecond), 8)
+	}
+	first := testConsumer(t, c, topic, group, serde.String(), handler, mod)
+	stop := runConsumer(t, first)
+	waitFor(t, 30*time.Second, "three failed tries", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= 3
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	before := seen[len(seen)-1]
+	mu.Unlock()
+	time.Sleep(200 * time.Millisecond) // the state write is asynchronous
+
+	second := testConsumer(t, c, topic, group, serde.String(), handler, mod)
+	stop = runConsumer(t, second)
+	waitFor(t, 30*time.Second, "dead-lettered", func() bool { return second.Stats().DeadLettered == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%s: attempts seen by the handler: %v", c.Kind(), seen)
+	var resumedAt int
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("attempts went back from %d to %d after the restart: %v", seen[i-1], seen[i], seen)
+		}
+		if seen[i-1] == before {
+			resumedAt = seen[i]
+		}
+	}
+	if resumedAt != before+1 || seen[len(seen)-1] != 8 {
+		t.Fatalf("attempts %v: want the second member to go on at %d and stop at 8", seen, before+1)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 1 || parse(t, dl[0]).Attempts != 8 {
+		t.Fatalf("dead letters %d; want one with 8 attempts", len(dl))
+	}
+	state := readAll(t, c, group+".antidote-attempts")
+	if len(state) == 0 || state[len(state)-1].Value != nil || !strings.HasPrefix(string(state[0].Key), topic+"/0") {
+		t.Fatalf("attempts topic holds %d records; want entries for %s/0 ending in a tombstone", len(state), topic)
+	}
+}
