@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -129,7 +131,11 @@ func main() {
 
 func mainRun(o *cliOptions) int {
 	o.Progress = os.Stderr
-	ctx, cancel := context.WithTimeoutCause(context.Background(), o.Timeout,
+	// An interrupt stops the run like the timeout: the consumer processes
+	// are killed and the topics and groups deleted.
+	sctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	ctx, cancel := context.WithTimeoutCause(sctx, o.Timeout,
 		fmt.Errorf("-timeout %v reached", o.Timeout))
 	defer cancel()
 	// Cleanup after the timeout is bounded too; this is the last resort.
