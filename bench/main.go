@@ -42,7 +42,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 		linger  string
 	)
 	fs.StringVar(&brokers, "brokers", os.Getenv(envBrokers), "comma-separated seed brokers (default: $"+envBrokers+"; if empty, an in-process kfake cluster is started)")
-	fs.IntVar(&o.Records, "records", defaultRecords, "records produced per poison ratio")
+	fs.IntVar(&o.Records, "records", defaultRecords, fmt.Sprintf("records produced per poison ratio; unset, %d on the in-process kfake cluster, which holds them in memory", kfakeRecords))
 	fs.IntVar(&o.Partitions, "partitions", 4, "partitions of each topic (and of its dead-letter topic)")
 	fs.IntVar(&o.ValueSize, "value-size", 200, "approximate size in bytes of each JSON order value")
 	fs.StringVar(&poison, "poison", "0,0.01,0.10", "comma-separated poison-pill ratios; each gets a fresh topic")
@@ -83,6 +83,11 @@ Flags:
 			o.Brokers = append(o.Brokers, b)
 		}
 	}
+	recordsSet := false
+	fs.Visit(func(f *flag.Flag) { recordsSet = recordsSet || f.Name == "records" })
+	if len(o.Brokers) == 0 && !recordsSet {
+		o.Records = kfakeRecords
+	}
 	for _, p := range strings.Split(poison, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
@@ -113,6 +118,11 @@ Flags:
 // defaultRecords makes each timed window at least about 2 s on a 2-core
 // machine (see bench/README.md).
 const defaultRecords = 1_500_000
+
+// kfakeRecords is the default on the in-process kfake cluster, whose
+// numbers say little about a real broker and which keeps every record in
+// this process's memory.
+const kfakeRecords = 200_000
 
 func main() {
 	if isChild() {

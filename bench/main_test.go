@@ -241,6 +241,12 @@ func TestParseFlags(t *testing.T) {
 	if len(o.Poison) != 2 || o.Poison[1] != 0.5 || o.Output != "json" || len(o.Brokers) != 2 || o.Records != defaultRecords || o.Rounds != 5 {
 		t.Errorf("parsed %+v", o)
 	}
+	if o, err := parseFlags(nil, testWriter{t}); err != nil || o.Records != kfakeRecords || len(o.Brokers) != 0 {
+		t.Errorf("no brokers: records %d, brokers %q, err %v; want %d records on kfake", o.Records, o.Brokers, err, kfakeRecords)
+	}
+	if o, err := parseFlags([]string{"-records", "7"}, testWriter{t}); err != nil || o.Records != 7 {
+		t.Errorf("-records 7 on kfake: %+v, %v", o, err)
+	}
 	for _, bad := range [][]string{{"-poison", "x"}, {"-poison", "1.5"}, {"-o", "xml"}, {"-records", "0"}, {"-timeout", "0s"}, {"-linger", "-1s"}} {
 		if _, err := parseFlags(bad, testWriter{t}); err == nil {
 			t.Errorf("%q: no error", bad)
