@@ -118,6 +118,10 @@ type Row struct {
 	// against that of a valid record. Absent without a 0% row or pills.
 	CPUPerLetterMicros   *float64 `json:"cpu_us_per_letter,omitempty"`
 	BareCPUPerPillMicros *float64 `json:"bare_cpu_us_per_pill,omitempty"`
+	// CPUPerLetterMin and CPUPerLetterMax are the spread of the same
+	// figure computed round by round (round i here against round i at 0%).
+	CPUPerLetterMin *float64 `json:"cpu_us_per_letter_min,omitempty"`
+	CPUPerLetterMax *float64 `json:"cpu_us_per_letter_max,omitempty"`
 	// Complete is false for the row a run stopped in (error or timeout).
 	Complete bool `json:"complete"`
 	// DLQRecords is the number of records in the dead-letter topic after
@@ -209,9 +213,10 @@ func (o *Options) logf(format string, args ...any) {
 	}
 }
 
-// run is the benchmark: for each poison ratio, a fresh topic, then bare and
-// Antidote consumers alternately, each in its own process. Topics and groups
-// are deleted at the end, also after an error.
+// run is the benchmark: for each poison ratio, a fresh topic; then rounds,
+// each of which runs the bare and the Antidote consumer on every topic, each
+// run in its own process. Topics and groups are deleted at the end, also
+// after an error.
 func run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -267,18 +272,20 @@ func run(ctx context.Context, o Options) (*Result, error) {
 
 	runID := uniqueSuffix()
 	var valueBytes, valueCount int64
+	// All topics first, so that the rounds can interleave the ratios.
+	names := make([]string, len(o.Poison))
 	for i, ratio := range o.Poison {
-		name := strings.ReplaceAll(strconv.FormatFloat(ratio*100, 'f', -1, 64), ".", "_")
-		topic := fmt.Sprintf("antidote-bench-%s-poison-%s", runID, name)
-		dlq := topic + ".dlq"
-		for _, t := range []string{topic, dlq} {
+		names[i] = strings.ReplaceAll(strconv.FormatFloat(ratio*100, 'f', -1, 64), ".", "_")
+		topic := fmt.Sprintf("antidote-bench-%s-poison-%s", runID, names[i])
+		for _, t := range []string{topic, topic + ".dlq"} {
 			if err := createTopic(ctx, adm, t, int32(o.Partitions)); err != nil {
 				return res, err
 			}
 			topics = append(topics, t)
 		}
 		ds := newDataset(o.Seed, uint64(i), o.Records, o.ValueSize, ratio)
-		row := Row{Poison: ratio, Pills: ds.pills, Topic: topic}
+		res.Rows = append(res.Rows, Row{Poison: ratio, Pills: ds.pills, Topic: topic})
+		row := &res.Rows[i]
 		o.logf("poison %g%%: producing %d records (%d poison pills) to %s", ratio*100, o.Records, ds.pills, topic)
 		start := time.Now()
 		n, err := produce(ctx, &o, topic, ds)
@@ -294,40 +301,49 @@ func run(ctx context.Context, o Options) (*Result, error) {
 		valueCount += int64(o.Records)
 		res.AvgValueBytes = float64(valueBytes) / float64(valueCount)
 		o.logf("poison %g%%: produced in %v", ratio*100, time.Since(start).Round(time.Millisecond))
+	}
 
-		for round := 1; round <= o.Rounds; round++ {
+	// Each round runs every ratio, bare then antidote: the runs that are
+	// compared (the two consumers, and one ratio against another for the
+	// CPU per dead letter) run close together, under the same load.
+	for round := 1; round <= o.Rounds; round++ {
+		for i := range res.Rows {
+			row := &res.Rows[i]
 			for _, kind := range []string{"bare", "antidote"} {
-				group := fmt.Sprintf("%s-%s-r%d", topic, kind, round)
+				group := fmt.Sprintf("%s-%s-r%d", row.Topic, kind, round)
 				groups = append(groups, group)
 				spec := childSpec{
-					Consumer: kind, Brokers: o.Brokers, Topic: topic, Group: group, Records: o.Records,
+					Consumer: kind, Brokers: o.Brokers, Topic: row.Topic, Group: group, Records: o.Records,
 					FetchMaxWait: o.FetchMaxWait, Linger: o.Linger, Verbose: o.Verbose,
 				}
 				if o.CPUProfileDir != "" {
-					spec.CPUProfile = filepath.Join(o.CPUProfileDir, fmt.Sprintf("poison-%s-%s-r%d.pprof", name, kind, round))
+					spec.CPUProfile = filepath.Join(o.CPUProfileDir, fmt.Sprintf("poison-%s-%s-r%d.pprof", names[i], kind, round))
 				}
 				r, err := runProcess(ctx, &o, &spec)
 				r.Consumer, r.Round, r.Group = kind, round, group
 				row.Runs = append(row.Runs, r)
 				if err != nil {
-					summarize(res, &row)
-					res.Rows = append(res.Rows, row)
-					return res, fmt.Errorf("poison %g%%, %s round %d: %w", ratio*100, kind, round, err)
+					for j := range res.Rows {
+						summarize(res, &res.Rows[j])
+					}
+					return res, fmt.Errorf("poison %g%%, %s round %d: %w", row.Poison*100, kind, round, err)
 				}
 				warn := ""
 				if r.Fetched != row.Produced {
 					warn = fmt.Sprintf("  <-- FETCHED %d != PRODUCED %d", r.Fetched, row.Produced)
 				}
-				o.logf("poison %g%%: %-8s round %d: %8.0f records/s (%.2fs; %.2fs incl. join), CPU %.2fs, RSS %s, fetched %d%s",
-					ratio*100, kind, round, r.RecordsPerSec, r.Seconds, r.SecondsInclJoin, r.CPUSeconds, mib(r.MaxRSSBytes), r.Fetched, warn)
+				o.logf("round %d, poison %g%%: %-8s %8.0f records/s (%.2fs; %.2fs incl. join), CPU %.2fs, RSS %s, fetched %d%s",
+					round, row.Poison*100, kind, r.RecordsPerSec, r.Seconds, r.SecondsInclJoin, r.CPUSeconds, mib(r.MaxRSSBytes), r.Fetched, warn)
 			}
 		}
-		if row.DLQRecords, err = countRecords(ctx, adm, dlq); err != nil {
+	}
+	for i := range res.Rows {
+		row := &res.Rows[i]
+		if row.DLQRecords, err = countRecords(ctx, adm, row.Topic+".dlq"); err != nil {
 			return res, err
 		}
 		row.Complete = true
-		summarize(res, &row)
-		res.Rows = append(res.Rows, row)
+		summarize(res, row)
 	}
 	letterCosts(res)
 	return res, nil
@@ -463,7 +479,8 @@ func summary(runs map[int]Run, records int64) Summary {
 }
 
 // letterCosts fills the CPU per dead letter of every row with pills, against
-// the complete 0% row.
+// the complete 0% row: from the medians, and the spread of the same figure
+// taken round by round (round i of the row against round i at 0%).
 func letterCosts(res *Result) {
 	var zero *Row
 	for i := range res.Rows {
@@ -474,6 +491,7 @@ func letterCosts(res *Result) {
 	if zero == nil {
 		return
 	}
+	zeroCPU := cpuByRound(zero, "antidote")
 	for i := range res.Rows {
 		r := &res.Rows[i]
 		if r.Pills == 0 || !r.Complete || r.Antidote.Runs == 0 || zero.Antidote.Runs == 0 {
@@ -482,7 +500,28 @@ func letterCosts(res *Result) {
 		a := (r.Antidote.CPUSeconds - zero.Antidote.CPUSeconds) * 1e6 / float64(r.Pills)
 		b := (r.Bare.CPUSeconds - zero.Bare.CPUSeconds) * 1e6 / float64(r.Pills)
 		r.CPUPerLetterMicros, r.BareCPUPerPillMicros = &a, &b
+		var per []float64
+		for round, cpu := range cpuByRound(r, "antidote") {
+			if z, ok := zeroCPU[round]; ok {
+				per = append(per, (cpu-z)*1e6/float64(r.Pills))
+			}
+		}
+		if len(per) > 0 {
+			lo, hi := slices.Min(per), slices.Max(per)
+			r.CPUPerLetterMin, r.CPUPerLetterMax = &lo, &hi
+		}
 	}
+}
+
+// cpuByRound maps the rounds of the complete runs of one consumer to their CPU seconds.
+func cpuByRound(r *Row, consumer string) map[int]float64 {
+	m := map[int]float64{}
+	for _, run := range r.Runs {
+		if run.Consumer == consumer && run.Complete {
+			m[run.Round] = run.CPUSeconds
+		}
+	}
+	return m
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -46,7 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 	fs.IntVar(&o.Partitions, "partitions", 4, "partitions of each topic (and of its dead-letter topic)")
 	fs.IntVar(&o.ValueSize, "value-size", 200, "approximate size in bytes of each JSON order value")
 	fs.StringVar(&poison, "poison", "0,0.01,0.10", "comma-separated poison-pill ratios; each gets a fresh topic")
-	fs.IntVar(&o.Rounds, "rounds", 5, "timed runs per consumer and ratio, alternating bare/antidote, each in its own process; medians are reported")
+	fs.IntVar(&o.Rounds, "rounds", 5, "rounds; each runs every ratio, bare then antidote, each run in its own process; medians are reported")
 	fs.DurationVar(&o.FetchMaxWait, "fetch-max-wait", 500*time.Millisecond, "kgo.FetchMaxWait of both consumers")
 	fs.StringVar(&linger, "linger", "", "kgo.ProducerLinger of the Antidote client, which paces its dead-letter writes, e.g. 0 (default: the consumer's, 0)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the generated data and of the poison-pill positions")
@@ -60,8 +60,8 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 For each poison ratio, bench creates a topic, produces -records JSON orders
 (a fraction of them poison pills: garbage bytes or truncated JSON, at random
 offsets, deterministic -seed), then times a bare franz-go group consumer and
-the Antidote consumer on it, alternately, -rounds times each, each in its
-own process with a fresh group. It prints the median records/s of each, the
+the Antidote consumer on it, -rounds times each (each round runs every
+ratio, bare then antidote), each run in its own process with a fresh group. It prints the median records/s of each, the
 median antidote/bare ratio with its spread, the records fetched (which must
 equal the records produced), CPU time and peak RSS of each process, and the
 CPU per dead letter, against the design targets (ratio >= 1.0 at every
@@ -193,7 +193,7 @@ func printTable(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "Antidote end-to-end benchmark\n")
 	fmt.Fprintf(w, "  cluster   %s\n", cluster)
 	fmt.Fprintf(w, "  data      %d records per ratio, %d partitions, JSON values of %.0f bytes on average, seed %d\n", r.Records, r.Partitions, r.AvgValueBytes, r.Seed)
-	fmt.Fprintf(w, "  rounds    %d per consumer, alternating bare/antidote, each in its own process with a fresh group; medians reported\n", r.Rounds)
+	fmt.Fprintf(w, "  rounds    %d; each round runs every ratio, bare then antidote, each run in its own process with a fresh group; medians reported\n", r.Rounds)
 	fmt.Fprintf(w, "  window    %s\n", r.Window)
 	fmt.Fprintf(w, "  cpu, rss  %s\n", r.CPUWindow)
 	fmt.Fprintf(w, "  clients   kgo.FetchMaxWait %s for both; antidote producer linger: %s; GOMAXPROCS %d of %d CPUs\n", r.FetchMaxWait, r.Linger, r.GOMAXPROCS, r.NumCPU)
@@ -221,11 +221,14 @@ func printTable(w io.Writer, r *Result) {
 
 	fmt.Fprintf(w, "\nCPU (median seconds of a process, and µs per record) and peak RSS (median MiB):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "poison\tbare CPU s\tµs/rec\tantidote CPU s\tµs/rec\tRSS: bare\tantidote\t\tCPU µs per dead letter\ttarget\tresult\tbare: µs per pill\t")
+	fmt.Fprintln(tw, "poison\tbare CPU s\tµs/rec\tantidote CPU s\tµs/rec\tRSS: bare\tantidote\t\tCPU µs per dead letter (by round)\ttarget\tresult\tbare: µs per pill\t")
 	for _, row := range r.Rows {
 		letter, tgt, result, pill := "-", "-", "-", "-"
 		if row.CPUPerLetterMicros != nil {
 			letter = fmt.Sprintf("%.2f", *row.CPUPerLetterMicros)
+			if row.CPUPerLetterMin != nil {
+				letter += fmt.Sprintf(" (%.1f to %.1f)", *row.CPUPerLetterMin, *row.CPUPerLetterMax)
+			}
 			tgt = fmt.Sprintf("<=%.0f", r.TargetLetter)
 			result = passMiss(*row.CPUPerLetterMicros <= r.TargetLetter)
 			pill = fmt.Sprintf("%.2f", *row.BareCPUPerPillMicros)

@@ -128,7 +128,7 @@ func TestBenchSmoke(t *testing.T) {
 	if out.FetchedOK == nil || len(out.Rows) != 3 {
 		t.Fatalf("JSON: %s", b)
 	}
-	for _, k := range []string{"poison", "pills", "produced", "bare", "antidote", "ratio", "ratio_min", "ratio_max", "fetched_ok", "runs", "cpu_us_per_letter"} {
+	for _, k := range []string{"poison", "pills", "produced", "bare", "antidote", "ratio", "ratio_min", "ratio_max", "fetched_ok", "runs", "cpu_us_per_letter", "cpu_us_per_letter_min", "cpu_us_per_letter_max"} {
 		if _, ok := out.Rows[2][k]; !ok {
 			t.Errorf("JSON row lacks %q", k)
 		}
@@ -182,6 +182,10 @@ func TestSummarize(t *testing.T) {
 	}
 	if p := res.Rows[1].BareCPUPerPillMicros; p == nil || *p > -999 || *p < -1001 {
 		t.Errorf("bare CPU per pill = %v, want -1000", p)
+	}
+	// By round: (2.5 - 2.0) s / 100 = 5000 µs and (2.4 - 2.2) s / 100 = 2000 µs.
+	if lo, hi := res.Rows[1].CPUPerLetterMin, res.Rows[1].CPUPerLetterMax; lo == nil || hi == nil || math.Abs(*lo-2000) > 1e-6 || math.Abs(*hi-5000) > 1e-6 {
+		t.Errorf("CPU per letter by round: %v to %v, want 2000 to 5000", lo, hi)
 	}
 	if res.Rows[0].CPUPerLetterMicros != nil {
 		t.Error("CPU per letter set at 0%")
