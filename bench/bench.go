@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,22 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
-	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/antidote-kafka/antidote/consumer"
-	"github.com/antidote-kafka/antidote/serde"
 )
 
 // Options configure one benchmark run.
@@ -42,13 +40,33 @@ type Options struct {
 	Linger  time.Duration
 	Seed    uint64
 	Verbose bool
-	// Progress receives progress lines; nil discards them.
+	// CPUProfileDir, when set, makes every consumer process write its CPU
+	// profile there.
+	CPUProfileDir string
+	// Exe is the program run for each consumer with childEnv=1: this
+	// binary (os.Executable) when empty.
+	Exe string
+	// Progress receives progress lines and the children's stderr; nil
+	// discards them.
 	Progress io.Writer
 }
 
-// Window describes what the headline records/s measure.
+// Window describes what the records/s measure.
 const Window = "first record fetched -> last record settled (group join excluded); " +
 	"'incl. join' columns: consumer created -> last record settled"
+
+// CPUWindow describes what the CPU and RSS figures measure.
+const CPUWindow = "user+sys CPU (rusage) and peak RSS (VmHWM) of the consumer's own process, " +
+	"from exec to exit (startup, group join and shutdown included)"
+
+// Targets of DESIGN.md, "Performance targets".
+const (
+	// TargetRatio is the least median antidote/bare ratio at every poison ratio.
+	TargetRatio = 1.0
+	// TargetLetterMicros is the most CPU a dead letter may cost beyond its
+	// decode, in microseconds.
+	TargetLetterMicros = 3.0
+)
 
 // Result is the outcome of a run.
 type Result struct {
@@ -63,26 +81,47 @@ type Result struct {
 	FetchMaxWait  string   `json:"fetch_max_wait"`
 	Linger        string   `json:"antidote_producer_linger"`
 	GOMAXPROCS    int      `json:"gomaxprocs"`
+	NumCPU        int      `json:"num_cpu"`
+	Load          string   `json:"load_avg,omitempty"` // /proc/loadavg at the start, when readable
 	Window        string   `json:"window"`
-	Rows          []Row    `json:"rows"`
+	CPUWindow     string   `json:"cpu_window"`
+	TargetRatio   float64  `json:"target_ratio"`
+	TargetLetter  float64  `json:"target_cpu_us_per_letter"`
+	Seconds       float64  `json:"seconds"` // the whole run
+	// FetchedOK is false when any consumer fetched other than the records
+	// produced in any round.
+	FetchedOK bool  `json:"fetched_ok"`
+	Rows      []Row `json:"rows"`
 }
 
 // Row is the result of one poison ratio.
 type Row struct {
-	Poison float64 `json:"poison"`
-	Pills  int     `json:"pills"`
-	Topic  string  `json:"topic"`
-	// Best records/s of each consumer over its rounds, and their ratio.
-	Bare     float64 `json:"bare_records_per_sec"`
-	Antidote float64 `json:"antidote_records_per_sec"`
+	Poison   float64 `json:"poison"`
+	Pills    int     `json:"pills"`
+	Produced int64   `json:"produced"` // records in the topic, checked after producing
+	Topic    string  `json:"topic"`
+	Bare     Summary `json:"bare"`
+	Antidote Summary `json:"antidote"`
+	// Ratio is the median over rounds i of antidote_i/bare_i records/s;
+	// RatioMin and RatioMax are their spread.
 	Ratio    float64 `json:"ratio"`
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
 	// The same, with group join included in the window.
-	BareInclJoin     float64 `json:"bare_records_per_sec_incl_join"`
-	AntidoteInclJoin float64 `json:"antidote_records_per_sec_incl_join"`
-	RatioInclJoin    float64 `json:"ratio_incl_join"`
-	// Target is the design target for Ratio (0: none for this poison ratio).
-	Target float64 `json:"target"`
-	Pass   bool    `json:"pass"`
+	RatioInclJoin float64 `json:"ratio_incl_join"`
+	Pass          bool    `json:"pass"` // Ratio >= TargetRatio
+	// FetchedOK: every run of the row fetched exactly Produced records.
+	FetchedOK bool `json:"fetched_ok"`
+	// CPUPerLetterMicros is (median Antidote CPU at this ratio - median
+	// Antidote CPU at 0%) / pills, in µs; BareCPUPerPillMicros the same for
+	// the bare consumer, which shows what the decode of a pill costs
+	// against that of a valid record. Absent without a 0% row or pills.
+	CPUPerLetterMicros   *float64 `json:"cpu_us_per_letter,omitempty"`
+	BareCPUPerPillMicros *float64 `json:"bare_cpu_us_per_pill,omitempty"`
+	// CPUPerLetterMin and CPUPerLetterMax are the spread of the same
+	// figure computed round by round (round i here against round i at 0%).
+	CPUPerLetterMin *float64 `json:"cpu_us_per_letter_min,omitempty"`
+	CPUPerLetterMax *float64 `json:"cpu_us_per_letter_max,omitempty"`
 	// Complete is false for the row a run stopped in (error or timeout).
 	Complete bool `json:"complete"`
 	// DLQRecords is the number of records in the dead-letter topic after
@@ -92,7 +131,24 @@ type Row struct {
 	Runs       []Run `json:"runs"`
 }
 
-// Run is one timed consumer run.
+// Summary sums up the complete runs of one consumer at one poison ratio:
+// medians, and the spread of records/s.
+type Summary struct {
+	Runs                  int     `json:"runs"`
+	RecordsPerSec         float64 `json:"records_per_sec"`
+	RecordsPerSecMin      float64 `json:"records_per_sec_min"`
+	RecordsPerSecMax      float64 `json:"records_per_sec_max"`
+	RecordsPerSecInclJoin float64 `json:"records_per_sec_incl_join"`
+	CPUSeconds            float64 `json:"cpu_seconds"`
+	CPUMicrosPerRecord    float64 `json:"cpu_us_per_record"`
+	MaxRSSBytes           int64   `json:"max_rss_bytes"`
+	// FetchedMin and FetchedMax are the least and most records fetched by
+	// one run.
+	FetchedMin int64 `json:"fetched_min"`
+	FetchedMax int64 `json:"fetched_max"`
+}
+
+// Run is one timed consumer run, in its own process.
 type Run struct {
 	Consumer string `json:"consumer"` // "bare" or "antidote"
 	Round    int    `json:"round"`
@@ -114,20 +170,18 @@ type Run struct {
 	DeadLettered uint64 `json:"dead_lettered,omitempty"`
 	Skipped      uint64 `json:"skipped,omitempty"`
 	DLQErrors    uint64 `json:"dlq_write_errors,omitempty"`
-}
-
-// target is the design target of antidote/bare at a poison ratio: ≥0.95 at
-// 0%, ≥0.90 up to 1%, ≥0.80 up to 10%, none above.
-func target(poison float64) float64 {
-	switch {
-	case poison <= 0:
-		return 0.95
-	case poison <= 0.01:
-		return 0.90
-	case poison <= 0.10:
-		return 0.80
-	}
-	return 0
+	// The process: wall seconds from exec to exit, its CPU time (from its
+	// rusage), its peak RSS (its VmHWM, on Linux), and its CPU profile when
+	// asked for.
+	ProcessSeconds     float64 `json:"process_seconds"`
+	UserSeconds        float64 `json:"user_seconds"`
+	SysSeconds         float64 `json:"sys_seconds"`
+	CPUSeconds         float64 `json:"cpu_seconds"`
+	CPUMicrosPerRecord float64 `json:"cpu_us_per_record"`
+	MaxRSSBytes        int64   `json:"max_rss_bytes"`
+	Profile            string  `json:"cpu_profile,omitempty"`
+	// Complete is true when the run settled every record without error.
+	Complete bool `json:"complete"`
 }
 
 func (o *Options) validate() error {
@@ -159,20 +213,40 @@ func (o *Options) logf(format string, args ...any) {
 	}
 }
 
-// run is the benchmark: for each poison ratio, a fresh topic, then bare and
-// Antidote consumers alternately. Topics and groups are deleted at the end,
-// also after an error.
+// run is the benchmark: for each poison ratio, a fresh topic; then rounds,
+// each of which runs the bare and the Antidote consumer on every topic, each
+// run in its own process. Topics and groups are deleted at the end, also
+// after an error.
 func run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	res := &Result{
 		Cluster: "kafka", Records: o.Records, Partitions: o.Partitions, ValueSize: o.ValueSize,
 		Rounds: o.Rounds, Seed: o.Seed, FetchMaxWait: o.FetchMaxWait.String(),
-		Linger: "consumer default (0)", GOMAXPROCS: runtime.GOMAXPROCS(0), Window: Window,
+		Linger: "consumer default (0)", GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		Window: Window, CPUWindow: CPUWindow, TargetRatio: TargetRatio, TargetLetter: TargetLetterMicros,
+		FetchedOK: true,
+	}
+	defer func() { res.Seconds = time.Since(began).Seconds() }()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		res.Load = strings.Join(strings.Fields(string(b))[:min(3, len(strings.Fields(string(b))))], " ")
 	}
 	if o.Linger >= 0 {
 		res.Linger = o.Linger.String()
+	}
+	if o.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the bench binary to run the consumers: %w", err)
+		}
+		o.Exe = exe
+	}
+	if o.CPUProfileDir != "" {
+		if err := os.MkdirAll(o.CPUProfileDir, 0o755); err != nil {
+			return nil, fmt.Errorf("-cpuprofile: %w", err)
+		}
 	}
 	if len(o.Brokers) == 0 {
 		fc, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -198,219 +272,259 @@ func run(ctx context.Context, o Options) (*Result, error) {
 
 	runID := uniqueSuffix()
 	var valueBytes, valueCount int64
+	// All topics first, so that the rounds can interleave the ratios.
+	names := make([]string, len(o.Poison))
 	for i, ratio := range o.Poison {
-		topic := fmt.Sprintf("antidote-bench-%s-poison-%s", runID, strings.ReplaceAll(strconv.FormatFloat(ratio*100, 'f', -1, 64), ".", "_"))
-		dlq := topic + ".dlq"
-		for _, t := range []string{topic, dlq} {
+		names[i] = strings.ReplaceAll(strconv.FormatFloat(ratio*100, 'f', -1, 64), ".", "_")
+		topic := fmt.Sprintf("antidote-bench-%s-poison-%s", runID, names[i])
+		for _, t := range []string{topic, topic + ".dlq"} {
 			if err := createTopic(ctx, adm, t, int32(o.Partitions)); err != nil {
 				return res, err
 			}
 			topics = append(topics, t)
 		}
 		ds := newDataset(o.Seed, uint64(i), o.Records, o.ValueSize, ratio)
-		row := Row{Poison: ratio, Pills: ds.pills, Topic: topic, Target: target(ratio)}
+		res.Rows = append(res.Rows, Row{Poison: ratio, Pills: ds.pills, Topic: topic})
+		row := &res.Rows[i]
 		o.logf("poison %g%%: producing %d records (%d poison pills) to %s", ratio*100, o.Records, ds.pills, topic)
 		start := time.Now()
-		var n int64
-		pprof.Do(ctx, pprof.Labels("phase", "produce"), func(ctx context.Context) {
-			n, err = produce(ctx, &o, topic, ds)
-		})
+		n, err := produce(ctx, &o, topic, ds)
 		if err != nil {
 			return res, err
 		}
-		if got, err := countRecords(ctx, adm, topic); err != nil {
+		if row.Produced, err = countRecords(ctx, adm, topic); err != nil {
 			return res, err
-		} else if got != int64(o.Records) {
-			return res, fmt.Errorf("produce to %s: the topic holds %d records, want %d", topic, got, o.Records)
+		} else if row.Produced != int64(o.Records) {
+			return res, fmt.Errorf("produce to %s: the topic holds %d records, want %d", topic, row.Produced, o.Records)
 		}
 		valueBytes += n
 		valueCount += int64(o.Records)
 		res.AvgValueBytes = float64(valueBytes) / float64(valueCount)
 		o.logf("poison %g%%: produced in %v", ratio*100, time.Since(start).Round(time.Millisecond))
+	}
 
-		for round := 1; round <= o.Rounds; round++ {
+	// Each round runs every ratio, bare then antidote: the runs that are
+	// compared (the two consumers, and one ratio against another for the
+	// CPU per dead letter) run close together, under the same load.
+	for round := 1; round <= o.Rounds; round++ {
+		for i := range res.Rows {
+			row := &res.Rows[i]
 			for _, kind := range []string{"bare", "antidote"} {
-				group := fmt.Sprintf("%s-%s-r%d", topic, kind, round)
+				group := fmt.Sprintf("%s-%s-r%d", row.Topic, kind, round)
 				groups = append(groups, group)
-				var r Run
-				pprof.Do(ctx, pprof.Labels("consumer", kind), func(ctx context.Context) {
-					if kind == "bare" {
-						r, err = runBare(ctx, &o, topic, group)
-					} else {
-						r, err = runAntidote(ctx, &o, topic, group)
-					}
-				})
+				spec := childSpec{
+					Consumer: kind, Brokers: o.Brokers, Topic: row.Topic, Group: group, Records: o.Records,
+					FetchMaxWait: o.FetchMaxWait, Linger: o.Linger, Verbose: o.Verbose,
+				}
+				if o.CPUProfileDir != "" {
+					spec.CPUProfile = filepath.Join(o.CPUProfileDir, fmt.Sprintf("poison-%s-%s-r%d.pprof", names[i], kind, round))
+				}
+				r, err := runProcess(ctx, &o, &spec)
 				r.Consumer, r.Round, r.Group = kind, round, group
 				row.Runs = append(row.Runs, r)
 				if err != nil {
-					res.Rows = append(res.Rows, row)
-					return res, fmt.Errorf("poison %g%%, %s round %d: %w", ratio*100, kind, round, err)
+					for j := range res.Rows {
+						summarize(res, &res.Rows[j])
+					}
+					return res, fmt.Errorf("poison %g%%, %s round %d: %w", row.Poison*100, kind, round, err)
 				}
-				o.logf("poison %g%%: %-8s round %d: %8.0f records/s (%.2fs; %.2fs incl. join; fetched %d)",
-					ratio*100, kind, round, r.RecordsPerSec, r.Seconds, r.SecondsInclJoin, r.Fetched)
-				if kind == "bare" {
-					row.Bare = max(row.Bare, r.RecordsPerSec)
-					row.BareInclJoin = max(row.BareInclJoin, r.RecordsPerSecIJ)
-				} else {
-					row.Antidote = max(row.Antidote, r.RecordsPerSec)
-					row.AntidoteInclJoin = max(row.AntidoteInclJoin, r.RecordsPerSecIJ)
+				warn := ""
+				if r.Fetched != row.Produced {
+					warn = fmt.Sprintf("  <-- FETCHED %d != PRODUCED %d", r.Fetched, row.Produced)
 				}
+				o.logf("round %d, poison %g%%: %-8s %8.0f records/s (%.2fs; %.2fs incl. join), CPU %.2fs, RSS %s, fetched %d%s",
+					round, row.Poison*100, kind, r.RecordsPerSec, r.Seconds, r.SecondsInclJoin, r.CPUSeconds, mib(r.MaxRSSBytes), r.Fetched, warn)
 			}
 		}
-		if row.Bare > 0 {
-			row.Ratio = row.Antidote / row.Bare
-		}
-		if row.BareInclJoin > 0 {
-			row.RatioInclJoin = row.AntidoteInclJoin / row.BareInclJoin
-		}
-		row.Pass = row.Ratio >= row.Target
-		if row.DLQRecords, err = countRecords(ctx, adm, dlq); err != nil {
+	}
+	for i := range res.Rows {
+		row := &res.Rows[i]
+		if row.DLQRecords, err = countRecords(ctx, adm, row.Topic+".dlq"); err != nil {
 			return res, err
 		}
 		row.Complete = true
-		res.Rows = append(res.Rows, row)
+		summarize(res, row)
 	}
+	letterCosts(res)
 	return res, nil
 }
 
-// commonOpts are the client options both consumers share.
-func commonOpts(o *Options, hook *fetchHook) []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(o.Brokers...),
-		kgo.FetchMaxWait(o.FetchMaxWait),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.WithHooks(hook),
+// runProcess runs one consumer in a child process and returns what it
+// measured, with the process's own CPU time and peak RSS.
+func runProcess(ctx context.Context, o *Options, spec *childSpec) (Run, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(24 * time.Hour)
 	}
-	if o.Verbose {
-		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil)))
-	}
-	return opts
-}
-
-// fetchHook notes when the first record is fetched and counts the records
-// of the fetch batches read.
-type fetchHook struct {
-	first   atomic.Pointer[time.Time]
-	fetched atomic.Int64
-}
-
-func (h *fetchHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
-	if m.NumRecords > 0 && h.first.Load() == nil {
-		now := time.Now()
-		h.first.CompareAndSwap(nil, &now)
-	}
-	h.fetched.Add(int64(m.NumRecords))
-}
-
-// finish fills the timing of r from the consumer's creation to end.
-func (h *fetchHook) finish(r *Run, created, end time.Time, n int) {
-	start := created
-	if f := h.first.Load(); f != nil {
-		start = *f
-	}
-	r.Seconds = end.Sub(start).Seconds()
-	r.SecondsInclJoin = end.Sub(created).Seconds()
-	r.RecordsPerSec = float64(n) / r.Seconds
-	r.RecordsPerSecIJ = float64(n) / r.SecondsInclJoin
-	r.Fetched = h.fetched.Load()
-}
-
-// runBare times a naive franz-go group consumer: one poll loop that
-// json.Unmarshals every value and ignores the errors.
-func runBare(ctx context.Context, o *Options, topic, group string) (Run, error) {
-	var r Run
-	hook := &fetchHook{}
-	created := time.Now()
-	cl, err := kgo.NewClient(append(commonOpts(o, hook), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic))...)
+	spec.Deadline = deadline
+	in, err := json.Marshal(spec)
 	if err != nil {
-		return r, err
+		return Run{}, err
 	}
-	defer cl.Close()
-	for r.Seen < o.Records {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return r, fmt.Errorf("saw %d of %d records: %w", r.Seen, o.Records, context.Cause(ctx))
-		}
-		if fs.IsClientClosed() {
-			return r, errors.New("client closed")
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			if o.Verbose {
-				o.logf("bare: fetch error %s/%d: %v", t, p, err)
-			}
-		})
-		fs.EachRecord(func(rec *kgo.Record) {
-			r.Seen++
-			var v Order
-			if json.Unmarshal(rec.Value, &v) != nil {
-				r.DecodeErrors++
-			}
-		})
+	cmd := exec.CommandContext(ctx, o.Exe)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stdin = bytes.NewReader(in)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = o.Progress
+	if o.Progress == nil {
+		cmd.Stderr = io.Discard
 	}
-	hook.finish(&r, created, time.Now(), o.Records)
-	return r, nil
+	cmd.SysProcAttr = childAttr()
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	runErr := cmd.Run()
+	var res childResult
+	if cmd.ProcessState != nil {
+		ps := cmd.ProcessState
+		res.ProcessSeconds = time.Since(start).Seconds()
+		res.UserSeconds = ps.UserTime().Seconds()
+		res.SysSeconds = ps.SystemTime().Seconds()
+		res.CPUSeconds = res.UserSeconds + res.SysSeconds
+	}
+	keep := res.Run
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		if runErr == nil {
+			runErr = fmt.Errorf("child output: %w", err)
+		}
+	}
+	res.ProcessSeconds, res.UserSeconds, res.SysSeconds, res.CPUSeconds =
+		keep.ProcessSeconds, keep.UserSeconds, keep.SysSeconds, keep.CPUSeconds
+	res.CPUMicrosPerRecord = res.CPUSeconds * 1e6 / float64(spec.Records)
+	res.Profile = spec.CPUProfile
+	switch {
+	case res.Error != "":
+		return res.Run, errors.New(res.Error)
+	case runErr != nil:
+		if cause := context.Cause(ctx); cause != nil {
+			return res.Run, fmt.Errorf("consumer process: %w (%v)", runErr, cause)
+		}
+		return res.Run, fmt.Errorf("consumer process: %w", runErr)
+	}
+	res.Complete = true
+	return res.Run, nil
 }
 
-// runAntidote times the Antidote consumer with a no-op handler and the
-// default policy, until every record is processed or dead-lettered.
-func runAntidote(ctx context.Context, o *Options, topic, group string) (Run, error) {
-	var r Run
-	hook := &fetchHook{}
-	logger := slog.New(slog.DiscardHandler)
-	if o.Verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// median of xs (not modified); 0 when empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
 	}
-	opts := commonOpts(o, hook)[1:] // Brokers carries the seeds
-	if o.Linger >= 0 {
-		opts = append(opts, kgo.ProducerLinger(o.Linger))
+	s := append([]float64(nil), xs...)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
 	}
-	created := time.Now()
-	c, err := consumer.New(consumer.Config[[]byte, Order]{
-		Brokers:    o.Brokers,
-		Topics:     []string{topic},
-		Group:      group,
-		Value:      serde.JSON[Order](),
-		Handler:    func(context.Context, *consumer.Record[[]byte, Order]) error { return nil },
-		DeadLetter: consumer.DeadLetterConfig{Topic: "{topic}.dlq"},
-		ClientOpts: opts,
-		Logger:     logger,
-	})
-	if err != nil {
-		return r, err
-	}
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(rctx) }()
+	return (s[n/2-1] + s[n/2]) / 2
+}
 
-	want := uint64(o.Records)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	var end time.Time
-	for end.IsZero() {
-		select {
-		case <-ctx.Done():
-			stop()
-			<-done
-			s := c.Stats()
-			return r, fmt.Errorf("processed %d + dead-lettered %d of %d records: %w", s.Processed, s.DeadLettered, want, context.Cause(ctx))
-		case err := <-done:
-			return r, fmt.Errorf("Run returned before all records were settled: %v", err)
-		case <-tick.C:
-			if s := c.Stats(); s.Processed+s.DeadLettered >= want {
-				end = time.Now()
-			}
+// summarize fills the summaries, ratios and the fetched check of row from
+// its complete runs, and clears res.FetchedOK on a mismatch.
+func summarize(res *Result, row *Row) {
+	byKind := map[string]map[int]Run{"bare": {}, "antidote": {}}
+	row.FetchedOK = true
+	for _, r := range row.Runs {
+		if r.Fetched != row.Produced && (r.Complete || r.Fetched > row.Produced) {
+			row.FetchedOK = false
+			res.FetchedOK = false
+		}
+		if r.Complete {
+			byKind[r.Consumer][r.Round] = r
 		}
 	}
-	hook.finish(&r, created, end, o.Records)
-	stop()
-	if err := <-done; err != nil {
-		return r, fmt.Errorf("Run: %w", err)
+	row.Bare = summary(byKind["bare"], row.Produced)
+	row.Antidote = summary(byKind["antidote"], row.Produced)
+	var ratios, ratiosIJ []float64
+	for round, b := range byKind["bare"] {
+		if a, ok := byKind["antidote"][round]; ok && b.RecordsPerSec > 0 && b.RecordsPerSecIJ > 0 {
+			ratios = append(ratios, a.RecordsPerSec/b.RecordsPerSec)
+			ratiosIJ = append(ratiosIJ, a.RecordsPerSecIJ/b.RecordsPerSecIJ)
+		}
 	}
-	s := c.Stats()
-	r.Processed, r.DeadLettered, r.Skipped, r.DLQErrors = s.Processed, s.DeadLettered, s.Skipped, s.DeadLetterWriteErrors
-	return r, nil
+	if len(ratios) > 0 {
+		row.Ratio = median(ratios)
+		row.RatioMin, row.RatioMax = slices.Min(ratios), slices.Max(ratios)
+		row.RatioInclJoin = median(ratiosIJ)
+	}
+	row.Pass = row.Complete && row.Ratio >= TargetRatio
 }
+
+func summary(runs map[int]Run, records int64) Summary {
+	s := Summary{Runs: len(runs)}
+	if len(runs) == 0 {
+		return s
+	}
+	var rps, rpsIJ, cpu, rss []float64
+	s.FetchedMin = -1
+	for _, r := range runs {
+		rps = append(rps, r.RecordsPerSec)
+		rpsIJ = append(rpsIJ, r.RecordsPerSecIJ)
+		cpu = append(cpu, r.CPUSeconds)
+		rss = append(rss, float64(r.MaxRSSBytes))
+		if s.FetchedMin < 0 || r.Fetched < s.FetchedMin {
+			s.FetchedMin = r.Fetched
+		}
+		s.FetchedMax = max(s.FetchedMax, r.Fetched)
+	}
+	s.RecordsPerSec = median(rps)
+	s.RecordsPerSecMin, s.RecordsPerSecMax = slices.Min(rps), slices.Max(rps)
+	s.RecordsPerSecInclJoin = median(rpsIJ)
+	s.CPUSeconds = median(cpu)
+	s.MaxRSSBytes = int64(median(rss))
+	if records > 0 {
+		s.CPUMicrosPerRecord = s.CPUSeconds * 1e6 / float64(records)
+	}
+	return s
+}
+
+// letterCosts fills the CPU per dead letter of every row with pills, against
+// the complete 0% row: from the medians, and the spread of the same figure
+// taken round by round (round i of the row against round i at 0%).
+func letterCosts(res *Result) {
+	var zero *Row
+	for i := range res.Rows {
+		if r := &res.Rows[i]; r.Poison == 0 && r.Complete {
+			zero = r
+		}
+	}
+	if zero == nil {
+		return
+	}
+	zeroCPU := cpuByRound(zero, "antidote")
+	for i := range res.Rows {
+		r := &res.Rows[i]
+		if r.Pills == 0 || !r.Complete || r.Antidote.Runs == 0 || zero.Antidote.Runs == 0 {
+			continue
+		}
+		a := (r.Antidote.CPUSeconds - zero.Antidote.CPUSeconds) * 1e6 / float64(r.Pills)
+		b := (r.Bare.CPUSeconds - zero.Bare.CPUSeconds) * 1e6 / float64(r.Pills)
+		r.CPUPerLetterMicros, r.BareCPUPerPillMicros = &a, &b
+		var per []float64
+		for round, cpu := range cpuByRound(r, "antidote") {
+			if z, ok := zeroCPU[round]; ok {
+				per = append(per, (cpu-z)*1e6/float64(r.Pills))
+			}
+		}
+		if len(per) > 0 {
+			lo, hi := slices.Min(per), slices.Max(per)
+			r.CPUPerLetterMin, r.CPUPerLetterMax = &lo, &hi
+		}
+	}
+}
+
+// cpuByRound maps the rounds of the complete runs of one consumer to their CPU seconds.
+func cpuByRound(r *Row, consumer string) map[int]float64 {
+	m := map[int]float64{}
+	for _, run := range r.Runs {
+		if run.Consumer == consumer && run.Complete {
+			m[run.Round] = run.CPUSeconds
+		}
+	}
+	return m
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 // produce writes the records of ds to topic, record i to partition
 // i mod partitions, and returns the total value bytes.

@@ -1,6 +1,7 @@
 // Command bench is an end-to-end benchmark of the Antidote consumer against a
 // bare franz-go group consumer reading the same topic, with and without
-// poison pills. See bench/README.md.
+// poison pills. Each consumer runs in its own process, so that its CPU time
+// and peak RSS are its own. See bench/README.md.
 //
 //	go run ./bench                              # in-process kfake cluster
 //	go run ./bench -brokers 127.0.0.1:39092     # a real broker
@@ -14,9 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -26,9 +28,8 @@ const envBrokers = "ANTIDOTE_KAFKA_BROKERS"
 
 type cliOptions struct {
 	Options
-	Output     string
-	Timeout    time.Duration
-	CPUProfile string
+	Output  string
+	Timeout time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
@@ -41,17 +42,17 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 		linger  string
 	)
 	fs.StringVar(&brokers, "brokers", os.Getenv(envBrokers), "comma-separated seed brokers (default: $"+envBrokers+"; if empty, an in-process kfake cluster is started)")
-	fs.IntVar(&o.Records, "records", 200000, "records produced per poison ratio")
+	fs.IntVar(&o.Records, "records", defaultRecords, fmt.Sprintf("records produced per poison ratio; unset, %d on the in-process kfake cluster, which holds them in memory", kfakeRecords))
 	fs.IntVar(&o.Partitions, "partitions", 4, "partitions of each topic (and of its dead-letter topic)")
 	fs.IntVar(&o.ValueSize, "value-size", 200, "approximate size in bytes of each JSON order value")
 	fs.StringVar(&poison, "poison", "0,0.01,0.10", "comma-separated poison-pill ratios; each gets a fresh topic")
-	fs.IntVar(&o.Rounds, "rounds", 2, "timed runs per consumer and ratio, alternating bare/antidote; the best is reported")
+	fs.IntVar(&o.Rounds, "rounds", 5, "rounds; each runs every ratio, bare then antidote, each run in its own process; medians are reported")
 	fs.DurationVar(&o.FetchMaxWait, "fetch-max-wait", 500*time.Millisecond, "kgo.FetchMaxWait of both consumers")
 	fs.StringVar(&linger, "linger", "", "kgo.ProducerLinger of the Antidote client, which paces its dead-letter writes, e.g. 0 (default: the consumer's, 0)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the generated data and of the poison-pill positions")
 	fs.StringVar(&o.Output, "o", "table", `output format: "table" or "json"`)
-	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "bound for the whole run; the program stops by itself after it")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (samples carry the pprof label consumer=bare|antidote or phase=produce)")
+	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "bound for the whole run; the program stops by itself after it")
+	fs.StringVar(&o.CPUProfileDir, "cpuprofile", "", "a directory: each consumer process writes its CPU profile there, as poison-<ratio>-<consumer>-r<round>.pprof")
 	fs.BoolVar(&o.Verbose, "v", false, "verbose: consumer and client logs to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: go run ./bench [flags]
@@ -59,11 +60,13 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 For each poison ratio, bench creates a topic, produces -records JSON orders
 (a fraction of them poison pills: garbage bytes or truncated JSON, at random
 offsets, deterministic -seed), then times a bare franz-go group consumer and
-the Antidote consumer on it, alternately, -rounds times each, each with a
-fresh group. It prints the best records/s of each, their ratio and the
-design target (>=0.95 at 0% poison, >=0.90 at 1%, >=0.80 at 10%).
-Topics and groups are deleted at the end. Progress goes to stderr, the
-result to stdout.
+the Antidote consumer on it, -rounds times each (each round runs every
+ratio, bare then antidote), each run in its own process with a fresh group. It prints the median records/s of each, the
+median antidote/bare ratio with its spread, the records fetched (which must
+equal the records produced), CPU time and peak RSS of each process, and the
+CPU per dead letter, against the design targets (ratio >= 1.0 at every
+poison ratio, <= 3 µs of CPU per dead letter). Topics and groups are deleted
+at the end. Progress goes to stderr, the result to stdout.
 
 Flags:
 `)
@@ -79,6 +82,11 @@ Flags:
 		if b = strings.TrimSpace(b); b != "" {
 			o.Brokers = append(o.Brokers, b)
 		}
+	}
+	recordsSet := false
+	fs.Visit(func(f *flag.Flag) { recordsSet = recordsSet || f.Name == "records" })
+	if len(o.Brokers) == 0 && !recordsSet {
+		o.Records = kfakeRecords
 	}
 	for _, p := range strings.Split(poison, ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -107,10 +115,22 @@ Flags:
 	return &o, o.validate()
 }
 
+// defaultRecords makes each timed window at least about 2 s on a 2-core
+// machine (see bench/README.md).
+const defaultRecords = 1_500_000
+
+// kfakeRecords is the default on the in-process kfake cluster, whose
+// numbers say little about a real broker and which keeps every record in
+// this process's memory.
+const kfakeRecords = 200_000
+
 func main() {
+	if isChild() {
+		os.Exit(childMain(os.Stdin, os.Stdout, os.Stderr))
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return
+		os.Exit(0)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -121,7 +141,11 @@ func main() {
 
 func mainRun(o *cliOptions) int {
 	o.Progress = os.Stderr
-	ctx, cancel := context.WithTimeoutCause(context.Background(), o.Timeout,
+	// An interrupt stops the run like the timeout: the consumer processes
+	// are killed and the topics and groups deleted.
+	sctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	ctx, cancel := context.WithTimeoutCause(sctx, o.Timeout,
 		fmt.Errorf("-timeout %v reached", o.Timeout))
 	defer cancel()
 	// Cleanup after the timeout is bounded too; this is the last resort.
@@ -130,20 +154,6 @@ func mainRun(o *cliOptions) int {
 		os.Exit(3)
 	})
 	defer watchdog.Stop()
-
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 2
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 2
-		}
-		defer pprof.StopCPUProfile()
-	}
 
 	res, runErr := run(ctx, o.Options)
 	if res != nil && len(res.Rows) > 0 || runErr == nil {
@@ -155,6 +165,9 @@ func mainRun(o *cliOptions) int {
 		} else {
 			printTable(os.Stdout, res)
 		}
+		if !res.FetchedOK {
+			fmt.Fprintln(os.Stderr, "bench: WARNING: a consumer fetched more or fewer records than were produced (see the fetched columns): records were fetched again")
+		}
 	}
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "bench:", runErr)
@@ -165,6 +178,13 @@ func mainRun(o *cliOptions) int {
 
 func pct(r float64) string { return strconv.FormatFloat(r*100, 'f', -1, 64) + "%" }
 
+func passMiss(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
 func printTable(w io.Writer, r *Result) {
 	cluster := "kafka at " + strings.Join(r.Brokers, ",")
 	if r.Cluster == "kfake" {
@@ -173,31 +193,53 @@ func printTable(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "Antidote end-to-end benchmark\n")
 	fmt.Fprintf(w, "  cluster   %s\n", cluster)
 	fmt.Fprintf(w, "  data      %d records per ratio, %d partitions, JSON values of %.0f bytes on average, seed %d\n", r.Records, r.Partitions, r.AvgValueBytes, r.Seed)
-	fmt.Fprintf(w, "  rounds    %d per consumer, alternating bare/antidote, fresh group each; best records/s reported\n", r.Rounds)
+	fmt.Fprintf(w, "  rounds    %d; each round runs every ratio, bare then antidote, each run in its own process with a fresh group; medians reported\n", r.Rounds)
 	fmt.Fprintf(w, "  window    %s\n", r.Window)
-	fmt.Fprintf(w, "  clients   kgo.FetchMaxWait %s for both; antidote producer linger: %s; GOMAXPROCS %d\n\n", r.FetchMaxWait, r.Linger, r.GOMAXPROCS)
+	fmt.Fprintf(w, "  cpu, rss  %s\n", r.CPUWindow)
+	fmt.Fprintf(w, "  clients   kgo.FetchMaxWait %s for both; antidote producer linger: %s; GOMAXPROCS %d of %d CPUs\n", r.FetchMaxWait, r.Linger, r.GOMAXPROCS, r.NumCPU)
+	if r.Load != "" {
+		fmt.Fprintf(w, "  machine   load average %s at the start\n", r.Load)
+	}
+	fmt.Fprintf(w, "  took      %s\n\n", time.Duration(r.Seconds*float64(time.Second)).Round(time.Second))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "poison\tpills\tbare rec/s\tantidote rec/s\tratio\ttarget\tresult\t\tincl. join: bare\tantidote\tratio\t")
+	fmt.Fprintln(tw, "poison\tpills\tbare rec/s\tantidote rec/s\tratio\tmin-max\ttarget\tresult\t\tproduced\tfetched: bare\tantidote\tcheck\t")
 	for _, row := range r.Rows {
-		tgt, result := "-", "-"
-		if row.Target > 0 {
-			tgt = fmt.Sprintf(">=%.2f", row.Target)
-			result = "MISS"
-			if row.Pass {
-				result = "PASS"
-			}
-		}
+		result := passMiss(row.Pass)
 		if !row.Complete {
 			result = "INCOMPLETE"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%s\t%s\t\t%.0f\t%.0f\t%.3f\t\n",
-			pct(row.Poison), row.Pills, row.Bare, row.Antidote, row.Ratio, tgt, result,
-			row.BareInclJoin, row.AntidoteInclJoin, row.RatioInclJoin)
+		check := "= produced"
+		if !row.FetchedOK {
+			check = "<-- MISMATCH"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.3f\t%.3f-%.3f\t>=%.2f\t%s\t\t%d\t%s\t%s\t%s\t\n",
+			pct(row.Poison), row.Pills, row.Bare.RecordsPerSec, row.Antidote.RecordsPerSec, row.Ratio, row.RatioMin, row.RatioMax,
+			r.TargetRatio, result, row.Produced, fetched(row.Bare), fetched(row.Antidote), check)
 	}
 	_ = tw.Flush()
 
-	fmt.Fprintf(w, "\nruns (records/s, window seconds, seconds incl. join, records fetched; antidote: processed/dead-lettered):\n")
+	fmt.Fprintf(w, "\nCPU (median seconds of a process, and µs per record) and peak RSS (median MiB):\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "poison\tbare CPU s\tµs/rec\tantidote CPU s\tµs/rec\tRSS: bare\tantidote\t\tCPU µs per dead letter (by round)\ttarget\tresult\tbare: µs per pill\t")
+	for _, row := range r.Rows {
+		letter, tgt, result, pill := "-", "-", "-", "-"
+		if row.CPUPerLetterMicros != nil {
+			letter = fmt.Sprintf("%.2f", *row.CPUPerLetterMicros)
+			if row.CPUPerLetterMin != nil {
+				letter += fmt.Sprintf(" (%.1f to %.1f)", *row.CPUPerLetterMin, *row.CPUPerLetterMax)
+			}
+			tgt = fmt.Sprintf("<=%.0f", r.TargetLetter)
+			result = passMiss(*row.CPUPerLetterMicros <= r.TargetLetter)
+			pill = fmt.Sprintf("%.2f", *row.BareCPUPerPillMicros)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t\t%s\t%s\t%s\t%s\t\n",
+			pct(row.Poison), row.Bare.CPUSeconds, row.Bare.CPUMicrosPerRecord, row.Antidote.CPUSeconds, row.Antidote.CPUMicrosPerRecord,
+			float64(row.Bare.MaxRSSBytes)/(1<<20), float64(row.Antidote.MaxRSSBytes)/(1<<20), letter, tgt, result, pill)
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(w, "\nruns (records/s, window s, s incl. join, records fetched, CPU s, peak RSS MiB; antidote: processed/dead-lettered):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, row := range r.Rows {
 		for _, run := range row.Runs {
@@ -205,12 +247,33 @@ func printTable(w io.Writer, r *Result) {
 			if run.Consumer == "antidote" {
 				detail = fmt.Sprintf("processed %d, dead-lettered %d", run.Processed, run.DeadLettered)
 			}
-			fmt.Fprintf(tw, "%s\t%s\tr%d\t%.0f\t%.3fs\t%.3fs\t%d\t  %s\n", pct(row.Poison), run.Consumer, run.Round,
-				run.RecordsPerSec, run.Seconds, run.SecondsInclJoin, run.Fetched, detail)
+			if run.Fetched != row.Produced {
+				detail += fmt.Sprintf("  <-- FETCHED %d != PRODUCED %d", run.Fetched, row.Produced)
+			}
+			if !run.Complete {
+				detail += "  (incomplete)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\tr%d\t%.0f\t%.3fs\t%.3fs\t%d\t%.2fs\t%.0f\t  %s\n", pct(row.Poison), run.Consumer, run.Round,
+				run.RecordsPerSec, run.Seconds, run.SecondsInclJoin, run.Fetched, run.CPUSeconds, float64(run.MaxRSSBytes)/(1<<20), detail)
 		}
 		if row.Pills > 0 || row.DLQRecords > 0 {
-			fmt.Fprintf(tw, "%s\tdlq\t\t\t\t\t%d\t  records in %s.dlq (want pills x rounds = %d)\n", pct(row.Poison), row.DLQRecords, row.Topic, int64(row.Pills)*int64(r.Rounds))
+			fmt.Fprintf(tw, "%s\tdlq\t\t\t\t\t%d\t\t\t  records in %s.dlq (want pills x rounds = %d)\n", pct(row.Poison), row.DLQRecords, row.Topic, int64(row.Pills)*int64(r.Rounds))
 		}
 	}
 	_ = tw.Flush()
+	if !r.FetchedOK {
+		fmt.Fprintf(w, "\n!!! FETCHED != PRODUCED in at least one run (marked above): the client fetched records again. Every run must fetch each record once.\n")
+	}
+}
+
+// fetched prints the records fetched by the runs of s: one number when
+// every run fetched the same, else the range.
+func fetched(s Summary) string {
+	if s.Runs == 0 {
+		return "-"
+	}
+	if s.FetchedMin == s.FetchedMax {
+		return strconv.FormatInt(s.FetchedMax, 10)
+	}
+	return fmt.Sprintf("%d-%d", s.FetchedMin, s.FetchedMax)
 }
