@@ -115,6 +115,9 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		// A resumed partition is fetched again within half a second, as
 		// with the Java client's fetch.max.wait.ms, not franz-go's 5s.
 		kgo.FetchMaxWait(defaultFetchMaxWait),
+		// Bounds one dead-letter write (the client writes nothing else
+		// but the durable attempts).
+		kgo.RecordDeliveryTimeout(cfg.DeadLetter.WriteTimeout),
 		kgo.WithLogger(clientLogger{kslog.New(c.log.With("client", "franz-go")), kgo.LogLevelWarn}),
 	)
 	opts = append(opts, cfg.ClientOpts...)
@@ -127,7 +130,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
-		kgo.RecordPartitioner(newDLQPartitioner()),
+		kgo.RecordPartitioner(newDLQPartitioner(c.dlq)),
 		kgo.ProducerBatchMaxBytesFn(c.dlq.batchMax),
 		kgo.WithHooks(&c.brokers),
 	)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -103,16 +104,6 @@ func (w *dlqWriter) batchMax(topic string) int32 {
 	return defaultBatchMax
 }
 
-// partitionKey carries a dlqTarget to the partitioner.
-type partitionKey struct{}
-
-// dlqTarget is the source partition of a dead letter and the partition
-// count of its source topic.
-type dlqTarget struct {
-	partition int32
-	sources   int32
-}
-
 // letter is one dead letter on its way to the dead-letter topic.
 type letter struct {
 	src      *kgo.Record
@@ -173,15 +164,18 @@ func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause erro
 	return l
 }
 
-// headers are the source record's headers followed by the failure headers.
+// failureHeaders is how many failure headers a letter has at most.
+const failureHeaders = 17
+
+// headers are the source record's headers followed by the failure headers,
+// appended in place: deadletter.Header and kgo.RecordHeader have the same
+// layout (checked by a test).
 func (l *letter) headers() []kgo.RecordHeader {
-	fh := l.f.AppendHeaders(make([]deadletter.Header, 0, 16))
-	hs := make([]kgo.RecordHeader, 0, len(l.src.Headers)+len(fh))
-	hs = append(hs, l.src.Headers...)
-	for _, h := range fh {
-		hs = append(hs, kgo.RecordHeader(h))
-	}
-	return hs
+	hs := make([]kgo.RecordHeader, len(l.src.Headers), len(l.src.Headers)+failureHeaders)
+	copy(hs, l.src.Headers)
+	dh := unsafe.Slice((*deadletter.Header)(unsafe.Pointer(unsafe.SliceData(hs))), cap(hs))[:len(hs)]
+	dh = l.f.AppendHeaders(dh)
+	return unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(dh))), len(dh))
 }
 
 // shrink drops the error message from the failure headers: the first thing
@@ -256,13 +250,12 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 		finish(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
 		return
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
+	// The client bounds the write with WriteTimeout
+	// (kgo.RecordDeliveryTimeout); the partitioner reads the source
+	// partition from Partition.
 	out := l.tmpl
-	out.Context = context.WithValue(actx, partitionKey{}, dlqTarget{l.src.Partition, sources})
-	w.cl.Produce(actx, &out, func(_ *kgo.Record, err error) {
-		cancel()
-		finish(err)
-	})
+	out.Partition = l.src.Partition
+	w.cl.Produce(context.Background(), &out, func(_ *kgo.Record, err error) { finish(err) })
 }
 
 // nextWait is how long to wait before writing l again. A policy that gives
@@ -485,33 +478,51 @@ func (w *dlqWriter) states() []DeadLetterTopic {
 	return out
 }
 
-// dlqPartitioner sends a dead letter to its source partition when the
-// dead-letter topic has at least as many partitions as the source topic, and
-// otherwise partitions by key (murmur2, as the Java client does; records
-// without a key go to the source partition modulo the partition count).
-type dlqPartitioner struct{ byKey kgo.Partitioner }
-
-func newDLQPartitioner() kgo.Partitioner {
-	return dlqPartitioner{byKey: kgo.StickyKeyPartitioner(nil)}
+// sourcesOf returns the partition count of the source topic of a
+// dead-letter topic, 0 for another topic.
+func (w *dlqWriter) sourcesOf(topic string) int32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.topics[topic]; t != nil {
+		return w.srcSize[t.source]
+	}
+	return 0
 }
 
+// dlqPartitioner sends a dead letter to its source partition (which send
+// puts in Record.Partition) when the dead-letter topic has at least as many
+// partitions as the source topic, and otherwise partitions by key (murmur2,
+// as the Java client does; records without a key go to the source partition
+// modulo the partition count). Records of other topics (the durable attempts)
+// are partitioned by key.
+type dlqPartitioner struct {
+	w     *dlqWriter
+	byKey kgo.Partitioner
+}
+
+func newDLQPartitioner(w *dlqWriter) kgo.Partitioner {
+	return dlqPartitioner{w: w, byKey: kgo.StickyKeyPartitioner(nil)}
+}
+
+// ForTopic is called by franz-go on the first produce to a topic, which for
+// a dead-letter topic comes after send has learned its source topic.
 func (d dlqPartitioner) ForTopic(t string) kgo.TopicPartitioner {
-	return dlqTopicPartitioner{byKey: d.byKey.ForTopic(t)}
+	return dlqTopicPartitioner{byKey: d.byKey.ForTopic(t), sources: int(d.w.sourcesOf(t))}
 }
 
-type dlqTopicPartitioner struct{ byKey kgo.TopicPartitioner }
+type dlqTopicPartitioner struct {
+	byKey   kgo.TopicPartitioner
+	sources int // of the source topic; 0 for a topic that holds no letters
+}
 
 func (p dlqTopicPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
 
 func (p dlqTopicPartitioner) Partition(r *kgo.Record, n int) int {
-	if r.Context != nil {
-		if t, ok := r.Context.Value(partitionKey{}).(dlqTarget); ok {
-			if n >= int(t.sources) && int(t.partition) < n {
-				return int(t.partition)
-			}
-			if r.Key == nil {
-				return int(t.partition) % n
-			}
+	if p.sources > 0 {
+		if src := int(r.Partition); n >= p.sources && src < n {
+			return src
+		} else if r.Key == nil {
+			return src % n
 		}
 	}
 	return p.byKey.Partition(r, n)

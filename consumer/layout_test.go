@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/serde"
 )
 
@@ -15,6 +16,10 @@ func TestHeaderLayout(t *testing.T) {
 	var s serde.Header
 	if unsafe.Sizeof(k) != unsafe.Sizeof(s) || unsafe.Offsetof(k.Value) != unsafe.Offsetof(s.Value) {
 		t.Fatal("kgo.RecordHeader and serde.Header layouts differ")
+	}
+	var d deadletter.Header
+	if unsafe.Sizeof(k) != unsafe.Sizeof(d) || unsafe.Offsetof(k.Value) != unsafe.Offsetof(d.Value) {
+		t.Fatal("kgo.RecordHeader and deadletter.Header layouts differ")
 	}
 	in := []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "b", Value: nil}}
 	out := headers(in)

@@ -52,10 +52,17 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			c.attempts.clear(rec)
 		}
 	}()
-	rctx, rcancel := context.WithCancelCause(p.ctx)
-	defer rcancel(nil)
+	// The record's own context, which an operator skip cancels, is made
+	// only when the record waits for a retry: a dead letter at once does
+	// not pay for it.
+	rctx, rcancel := p.ctx, context.CancelCauseFunc(nil)
+	defer func() {
+		if rcancel != nil {
+			rcancel(nil)
+		}
+	}()
 	defer p.clearStuck()
-	skipped := func() bool { return errors.Is(context.Cause(rctx), errSkipped) }
+	skipped := func() bool { return rcancel != nil && errors.Is(context.Cause(rctx), errSkipped) }
 
 	for {
 		if p.ctx.Err() != nil {
@@ -80,6 +87,9 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 				return p.act(rec, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, out.Then)
 			}
 		} else if wait, ok := retryWait(out.Retry, attempt, time.Since(first), err); ok {
+			if rcancel == nil {
+				rctx, rcancel = context.WithCancelCause(p.ctx)
+			}
 			p.outcome(rec, stage, class, OutcomeRetried)
 			if h := c.hooks; h != nil {
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})

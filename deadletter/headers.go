@@ -95,30 +95,61 @@ type Failure struct {
 }
 
 // AppendHeaders appends f's failure headers to hs and returns the result.
+// Every value is written into one buffer: the headers of one letter cost two
+// allocations (that buffer, and hs if it must grow), not one per header.
 func (f *Failure) AppendHeaders(hs []Header) []Header {
-	add := func(k, v string) { hs = append(hs, Header{Key: k, Value: []byte(v)}) }
-	add(HeaderStage, string(f.Stage))
-	add(HeaderReason, string(f.Reason))
-	add(HeaderClass, f.Class)
-	add(HeaderErrorType, Truncate(f.ErrorType, MaxValueBytes))
-	if f.ErrorStage != "" {
-		add(HeaderErrorStage, Truncate(f.ErrorStage, MaxValueBytes))
+	errType := Truncate(f.ErrorType, MaxValueBytes)
+	errStage := Truncate(f.ErrorStage, MaxValueBytes)
+	msg := Truncate(f.Message, MaxMessageBytes)
+	group := Truncate(f.Group, MaxValueBytes)
+	client := Truncate(f.ClientID, MaxValueBytes)
+	// 3 timestamps of len(TimeLayout)+3 at most (a UTC "Z" is shorter than
+	// an offset), 4 numbers of 20 digits at most.
+	n := len(f.Stage) + len(f.Reason) + len(f.Class) + len(errType) + len(errStage) + len(msg) +
+		len(f.Topic) + len(group) + len(client) + 3*(len(TimeLayout)+3) + 4*20
+	buf := make([]byte, 0, n)
+	add := func(k string, v []byte) {
+		// The value is the part of buf written since v's start; cap it so
+		// that nobody can append into the next value.
+		hs = append(hs, Header{Key: k, Value: v[:len(v):len(v)]})
 	}
-	add(HeaderErrorMessage, Truncate(f.Message, MaxMessageBytes))
-	add(HeaderOriginalTopic, f.Topic)
-	add(HeaderOriginalPartition, strconv.FormatInt(int64(f.Partition), 10))
-	add(HeaderOriginalOffset, strconv.FormatInt(f.Offset, 10))
-	add(HeaderOriginalTimestamp, f.Timestamp.UTC().Format(TimeLayout))
-	add(HeaderOriginalHeaders, strconv.Itoa(f.OriginalHeaders))
-	if f.Group != "" {
-		add(HeaderGroup, Truncate(f.Group, MaxValueBytes))
+	str := func(k, v string) {
+		start := len(buf)
+		buf = append(buf, v...)
+		add(k, buf[start:])
 	}
-	if f.ClientID != "" {
-		add(HeaderClientID, Truncate(f.ClientID, MaxValueBytes))
+	num := func(k string, v int64) {
+		start := len(buf)
+		buf = strconv.AppendInt(buf, v, 10)
+		add(k, buf[start:])
 	}
-	add(HeaderAttempts, strconv.Itoa(f.Attempts))
-	add(HeaderFirstFailure, f.First.UTC().Format(TimeLayout))
-	add(HeaderLastFailure, f.Last.UTC().Format(TimeLayout))
+	tm := func(k string, t time.Time) {
+		start := len(buf)
+		buf = t.UTC().AppendFormat(buf, TimeLayout)
+		add(k, buf[start:])
+	}
+	str(HeaderStage, string(f.Stage))
+	str(HeaderReason, string(f.Reason))
+	str(HeaderClass, f.Class)
+	str(HeaderErrorType, errType)
+	if errStage != "" {
+		str(HeaderErrorStage, errStage)
+	}
+	str(HeaderErrorMessage, msg)
+	str(HeaderOriginalTopic, f.Topic)
+	num(HeaderOriginalPartition, int64(f.Partition))
+	num(HeaderOriginalOffset, f.Offset)
+	tm(HeaderOriginalTimestamp, f.Timestamp)
+	num(HeaderOriginalHeaders, int64(f.OriginalHeaders))
+	if group != "" {
+		str(HeaderGroup, group)
+	}
+	if client != "" {
+		str(HeaderClientID, client)
+	}
+	num(HeaderAttempts, int64(f.Attempts))
+	tm(HeaderFirstFailure, f.First)
+	tm(HeaderLastFailure, f.Last)
 	return hs
 }
 
