@@ -175,15 +175,17 @@ func (u Unwritable) String() string {
 // being handled, or settled behind a dead letter not yet acknowledged).
 // Each zero field takes its default.
 //
-// A partition over its own bound has its fetching paused, and resumed when it
-// is back under half of it; franz-go then drops what it had fetched for that
-// partition and fetches it again on resume. When all flowing partitions
-// together reach the total, the consumer stops polling until they are under it
-// again: nothing fetched is thrown away. A partition paused for a retry keeps
-// what it holds (at most its own bound) and does not count toward the total, so
-// stuck partitions never starve the others. What the consumer holds is
-// therefore at most the total plus each paused partition's bound, plus one
-// fetch (franz-go's FetchMaxBytes) being handed over.
+// Backpressure never throws fetched data away: the consumer stops polling
+// (franz-go keeps what it fetched meanwhile) while a flowing partition holds
+// its own bound, until it is back under half of it, and while all flowing
+// partitions together hold the total. A partition whose bound is reached goes
+// on handling what it holds, and so do the others; a slow partition therefore
+// slows the fetching of the others once it holds its bound. A partition
+// retrying a record (or paused by an operator) has its fetching paused
+// instead: it keeps what it holds (at most its own bound plus one fetch) and
+// counts toward neither bound, so stuck partitions never hold the others back.
+// What the consumer holds is at most the total plus what the paused
+// partitions hold, plus one poll (at most the records left under the total).
 type BufferLimits struct {
 	// PartitionRecords bounds the records one partition holds. Optional: 10000.
 	PartitionRecords int

@@ -195,6 +195,8 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			c.cl.AllowRebalance()
 			break
 		}
+		// One poll brings a partition at most its own bound.
+		n = min(n, c.cfg.Buffer.PartitionRecords)
 		fs := c.cl.PollRecords(runCtx, n)
 		if runCtx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()

@@ -297,39 +297,56 @@ func TestIntegrationBufferBounds(t *testing.T) {
 	}
 }
 
-// TestIntegrationTotalBufferNoRefetch: when every partition is busy, the total bound
-// holds what the consumer has in memory by not polling, so nothing fetched is
-// dropped: the records fetched equal the records produced. (Before: the
-// bound paused partitions, franz-go dropped what it had fetched for them, and
-// fetched them again.)
+// TestIntegrationTotalBufferNoRefetch: when partitions are busy, the bounds
+// hold what the consumer has in memory by not polling, so nothing fetched is
+// dropped: the records fetched equal the records produced. The total bound
+// holds all partitions together; a partition's own bound holds it alone to
+// its bound plus one poll. (Before: a full partition was paused, franz-go
+// dropped what it had fetched for it and fetched it again.)
 func TestIntegrationTotalBufferNoRefetch(t *testing.T) {
 	c := kafkatest.New(t)
-	topic := c.Topic(t, "norefetch", 4)
-	produced := produceOrders(t, c, topic, 4, 1000)
-	var fetched atomic.Int64
-	var maxHeld atomic.Int64
-	var cons *consumer.Consumer[string, order]
-	cons = newConsumer(t, c, topic, kafkatest.UniqueName("norefetch"), func(_ context.Context, r *consumer.Record[string, order]) error {
-		time.Sleep(50 * time.Microsecond)
-		if r.Raw.Offset%50 == 0 {
-			if n := int64(cons.Stats().BufferedRecords); n > maxHeld.Load() {
-				maxHeld.Store(n)
+	for _, tc := range []struct {
+		name           string
+		limit          consumer.BufferLimits
+		total, perPart int
+	}{
+		{"total", consumer.BufferLimits{TotalRecords: 200}, 200, 200},
+		{"partition", consumer.BufferLimits{PartitionRecords: 100}, 800, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := c.Topic(t, "norefetch", 4)
+			produced := produceOrders(t, c, topic, 4, 1000)
+			var fetched, maxHeld, maxPart atomic.Int64
+			var cons *consumer.Consumer[string, order]
+			cons = newConsumer(t, c, topic, kafkatest.UniqueName("norefetch"), func(_ context.Context, r *consumer.Record[string, order]) error {
+				time.Sleep(50 * time.Microsecond)
+				if r.Raw.Offset%50 == 0 {
+					s := cons.Stats()
+					if n := int64(s.BufferedRecords); n > maxHeld.Load() {
+						maxHeld.Store(n)
+					}
+					for _, p := range s.Partitions {
+						if n := int64(p.BufferedRecords); n > maxPart.Load() {
+							maxPart.Store(n)
+						}
+					}
+				}
+				return nil
+			}, func(cfg *consumer.Config[string, order]) {
+				cfg.Buffer = tc.limit
+				cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetchCounter{&fetched}))
+			})
+			stop := runConsumer(t, cons)
+			waitFor(t, time.Minute, "all processed", func() bool { return int(cons.Stats().Processed) == len(produced) })
+			_ = stop()
+			t.Logf("%s: fetched %d of %d produced; at most %d held, %d by one partition", c.Kind(), fetched.Load(), len(produced), maxHeld.Load(), maxPart.Load())
+			if fetched.Load() != int64(len(produced)) {
+				t.Fatalf("fetched %d records for %d produced: records were fetched twice", fetched.Load(), len(produced))
 			}
-		}
-		return nil
-	}, func(cfg *consumer.Config[string, order]) {
-		cfg.Buffer = consumer.BufferLimits{TotalRecords: 200}
-		cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetchCounter{&fetched}))
-	})
-	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "all processed", func() bool { return int(cons.Stats().Processed) == len(produced) })
-	_ = stop()
-	t.Logf("%s: fetched %d of %d produced; at most %d held", c.Kind(), fetched.Load(), len(produced), maxHeld.Load())
-	if fetched.Load() != int64(len(produced)) {
-		t.Fatalf("fetched %d records for %d produced: records were fetched twice", fetched.Load(), len(produced))
-	}
-	if maxHeld.Load() > 200 {
-		t.Fatalf("held %d records with a total bound of 200", maxHeld.Load())
+			if maxHeld.Load() > int64(tc.total) || maxPart.Load() > int64(tc.perPart) {
+				t.Fatalf("held %d records (%d by one partition) with %+v", maxHeld.Load(), maxPart.Load(), tc.limit)
+			}
+		})
 	}
 }
 

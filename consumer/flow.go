@@ -9,17 +9,18 @@ import (
 
 // Flow control. A record is held from the moment it is fetched until it is
 // settled and no longer needed for the commit: queued, being handled, or
-// settled behind a dead letter that is not yet acknowledged. Two bounds apply
-// (see [BufferLimits]):
+// settled behind a dead letter that is not yet acknowledged. Backpressure is
+// applied by not polling, never by pausing a partition: franz-go drops what it
+// has already fetched for a paused partition and fetches it again on resume,
+// so pausing to make room would throw fetched data away. See [BufferLimits]:
 //
-//   - Each partition holds at most its own share. A partition over it has
-//     its fetching paused (as is a partition retrying a record), and is
-//     resumed once it is back under half of it. Pausing makes franz-go drop
-//     what it had already fetched for that partition; it is fetched again on
-//     resume.
-//   - All flowing partitions together hold at most the total. The poll loop
-//     waits before it polls again, so nothing already fetched is thrown away:
-//     this is the bound that applies when every partition is busy.
+//   - When a flowing partition holds its own bound, the poll loop waits until
+//     it is back under half of it. Its records keep being handled, and so do
+//     those the other partitions hold.
+//   - When all flowing partitions together hold the total, the poll loop
+//     waits until they are under it.
+//   - A partition retrying a record, or paused by an operator, has its
+//     fetching paused: it holds what it has, and counts toward neither.
 
 // size is what a record costs the buffer, in bytes.
 func size(r *kgo.Record) int64 {
@@ -39,16 +40,35 @@ type budget struct {
 	mu      sync.Mutex
 	records int
 	bytes   int64
+	full    int           // flowing partitions that hold their own bound
 	freed   chan struct{} // closed when the budget drops under its bounds; nil when nobody waits
 }
 
-func (b *budget) overLocked() bool { return b.records >= b.maxRecords || b.bytes >= b.maxBytes }
+func (b *budget) overLocked() bool {
+	return b.full > 0 || b.records >= b.maxRecords || b.bytes >= b.maxBytes
+}
 
 // add changes the total by n records and sz bytes (negative to release).
 func (b *budget) add(n int, sz int64) {
 	b.mu.Lock()
 	b.records += n
 	b.bytes += sz
+	if b.freed != nil && !b.overLocked() {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+// setFull counts a flowing partition that holds its own bound (on) or no
+// longer does.
+func (b *budget) setFull(on bool) {
+	b.mu.Lock()
+	if on {
+		b.full++
+	} else {
+		b.full--
+	}
 	if b.freed != nil && !b.overLocked() {
 		close(b.freed)
 		b.freed = nil
@@ -93,7 +113,8 @@ type flow struct {
 	bytes   int64
 
 	retrying bool   // a record is being retried in place
-	full     bool   // over the partition's own bound
+	full     bool   // over the partition's own bound (until back under half)
+	blocking bool   // full and flowing: counted in total.full, the poll loop waits
 	operator bool   // paused by an operator (Consumer.Pause)
 	paused   string // why fetching is paused by us; "" while it flows
 	stopped  bool   // the partition was revoked or the consumer stops
@@ -142,9 +163,9 @@ func (f *flow) setOperator(on bool) {
 	f.update()
 }
 
-// update pauses or resumes fetching: paused exactly while retrying, paused
-// by an operator, or full. A full partition is resumed when it is back under
-// half its bound.
+// update pauses or resumes fetching (paused exactly while retrying or
+// paused by an operator), and holds back the poll loop while the partition
+// flows and is over its own bound, until it is back under half of it.
 func (f *flow) update() {
 	if f.stopped {
 		return
@@ -160,28 +181,44 @@ func (f *flow) update() {
 		want = PauseOperator
 	case f.retrying:
 		want = PauseRetrying
-	case f.full:
-		want = PauseFull
 	}
-	if (want == "") == (f.paused == "") {
-		f.paused = want // the reason may change while paused
-		return
-	}
-	was := f.paused
-	f.paused = want
-	m := map[string][]int32{f.topic: {f.part}}
-	ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: want}
-	if want != "" {
-		f.total.add(-f.records, -f.bytes)
-		f.cl.PauseFetchPartitions(m)
-		if f.hooks != nil {
-			f.hooks.PartitionPaused(ev)
+	if (want == "") != (f.paused == "") {
+		was := f.paused
+		f.paused = want
+		m := map[string][]int32{f.topic: {f.part}}
+		ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: want}
+		if want != "" {
+			f.total.add(-f.records, -f.bytes)
+			f.cl.PauseFetchPartitions(m)
+			if f.hooks != nil {
+				f.hooks.PartitionPaused(ev)
+			}
+		} else {
+			f.total.add(f.records, f.bytes)
+			f.cl.ResumeFetchPartitions(m)
+			if f.hooks != nil {
+				ev.Reason = was
+				f.hooks.PartitionResumed(ev)
+			}
 		}
 	} else {
-		f.total.add(f.records, f.bytes)
-		f.cl.ResumeFetchPartitions(m)
-		if f.hooks != nil {
-			ev.Reason = was
+		f.paused = want // the reason may change while paused
+	}
+	f.setBlocking(f.full && f.paused == "")
+}
+
+// setBlocking makes the partition hold back the poll loop, or stop.
+func (f *flow) setBlocking(on bool) {
+	if on == f.blocking {
+		return
+	}
+	f.blocking = on
+	f.total.setFull(on)
+	if f.hooks != nil {
+		ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: PauseFull}
+		if on {
+			f.hooks.PartitionPaused(ev)
+		} else {
 			f.hooks.PartitionResumed(ev)
 		}
 	}
@@ -194,6 +231,7 @@ func (f *flow) stop() {
 	if f.paused == "" {
 		f.total.add(-f.records, -f.bytes)
 	}
+	f.setBlocking(false)
 	f.stopped = true
 	f.records, f.bytes = 0, 0
 }

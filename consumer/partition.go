@@ -458,6 +458,8 @@ func (p *partition[K, V]) state(committed int64) Partition {
 		s.State = PartitionStuck
 	case p.flow.paused != "":
 		s.State = PartitionPaused
+	case p.flow.blocking:
+		s.State, s.Paused = PartitionPaused, PauseFull
 	}
 	if p.hwm >= 0 && committed >= 0 {
 		s.Lag = max(p.hwm-committed, 0)
