@@ -192,7 +192,7 @@ func (p *partition[K, V]) guardFlood(rec *kgo.Record) (ok, skipped bool) {
 	p.ledger.flush()
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
-	p.setStuck(stuck{offset: rec.Offset, reason: StuckFlood, attempts: 1, lastErr: ErrFlood, cancel: rcancel}, false)
+	p.setStuck(stuck{offset: rec.Offset, reason: StuckFlood, attempts: 1, lastErr: ErrFlood, cancel: rcancel})
 	defer p.clearStuck()
 	select {
 	case <-ch:

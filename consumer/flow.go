@@ -19,8 +19,8 @@ import (
 //     those the other partitions hold.
 //   - When all flowing partitions together hold the total, the poll loop
 //     waits until they are under it.
-//   - A partition retrying a record, or paused by an operator, has its
-//     fetching paused: it holds what it has, and counts toward neither.
+//   - A partition stuck on a record (retrying it, waiting for its dead
+//     letter), or paused by an operator, has its fetching paused: it holds what it has, and counts toward neither.
 
 // size is what a record costs the buffer, in bytes.
 func size(r *kgo.Record) int64 {
@@ -48,12 +48,19 @@ func (b *budget) overLocked() bool {
 	return b.full > 0 || b.records >= b.maxRecords || b.bytes >= b.maxBytes
 }
 
+// roomLocked reports whether a waiting poll loop should wake: the bound is
+// not just under its limit but a quarter of it is free, so that the loop
+// polls a good batch rather than a few records at a time.
+func (b *budget) roomLocked() bool {
+	return b.full == 0 && b.records <= b.maxRecords-b.maxRecords/4 && b.bytes <= b.maxBytes-b.maxBytes/4
+}
+
 // add changes the total by n records and sz bytes (negative to release).
 func (b *budget) add(n int, sz int64) {
 	b.mu.Lock()
 	b.records += n
 	b.bytes += sz
-	if b.freed != nil && !b.overLocked() {
+	if b.freed != nil && b.roomLocked() {
 		close(b.freed)
 		b.freed = nil
 	}
@@ -69,7 +76,7 @@ func (b *budget) setFull(on bool) {
 	} else {
 		b.full--
 	}
-	if b.freed != nil && !b.overLocked() {
+	if b.freed != nil && b.roomLocked() {
 		close(b.freed)
 		b.freed = nil
 	}
@@ -112,7 +119,7 @@ type flow struct {
 	records int
 	bytes   int64
 
-	retrying bool   // a record is being retried in place
+	stuck    bool   // stuck on a record: retrying it, or waiting for its letter
 	full     bool   // over the partition's own bound (until back under half)
 	blocking bool   // full and flowing: counted in total.full, the poll loop waits
 	operator bool   // paused by an operator (Consumer.Pause)
@@ -151,9 +158,9 @@ func (f *flow) release(n int, sz int64) {
 	f.update()
 }
 
-// setRetrying pauses or resumes the partition for a retry in place.
-func (f *flow) setRetrying(on bool) {
-	f.retrying = on
+// setStuck pauses or resumes the partition while it is stuck on a record.
+func (f *flow) setStuck(on bool) {
+	f.stuck = on
 	f.update()
 }
 
@@ -163,8 +170,8 @@ func (f *flow) setOperator(on bool) {
 	f.update()
 }
 
-// update pauses or resumes fetching (paused exactly while retrying or
-// paused by an operator), and holds back the poll loop while the partition
+// update pauses or resumes fetching (paused exactly while stuck or paused
+// by an operator), and holds back the poll loop while the partition
 // flows and is over its own bound, until it is back under half of it.
 func (f *flow) update() {
 	if f.stopped {
@@ -179,8 +186,8 @@ func (f *flow) update() {
 	switch {
 	case f.operator:
 		want = PauseOperator
-	case f.retrying:
-		want = PauseRetrying
+	case f.stuck:
+		want = PauseStuck
 	}
 	if (want == "") != (f.paused == "") {
 		was := f.paused

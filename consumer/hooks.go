@@ -127,14 +127,16 @@ type StuckEvent struct {
 // PauseEvent is a partition whose fetching is paused or resumed.
 type PauseEvent struct {
 	PartitionEvent
-	// Reason is why it is (or was) paused: PauseRetrying, PauseFull or
+	// Reason is why it is (or was) paused: PauseStuck, PauseFull or
 	// PauseOperator.
 	Reason string
 }
 
 // Why a partition's fetching is paused ([PauseEvent.Reason], [Partition.Paused]).
 const (
-	PauseRetrying = "retrying"
+	// PauseStuck: the partition is stuck on a record (retrying it,
+	// waiting for its dead letter, or held by the flood guard).
+	PauseStuck = "stuck"
 	PauseFull     = "buffer-full"
 	PauseOperator = "operator"
 )

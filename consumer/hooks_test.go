@@ -149,7 +149,7 @@ func TestIntegrationHooksPauseAndPartitions(t *testing.T) {
 		t.Errorf("hooks: %d handler calls, %d writes (%d failed), stuck %d, unstuck %d, assigned %d; want 5, 1, 0, 1, 1, 1",
 			rec.handled, rec.writes, rec.writeErr, rec.stuck, rec.unstuck, rec.assigned)
 	}
-	if rec.paused[consumer.PauseRetrying] != 1 || rec.paused[consumer.PauseOperator] != 1 || rec.resumed[consumer.PauseOperator] != 1 {
+	if rec.paused[consumer.PauseStuck] != 1 || rec.paused[consumer.PauseOperator] != 1 || rec.resumed[consumer.PauseOperator] != 1 {
 		t.Errorf("hooks paused %v resumed %v; want one retry pause and one operator pause, resumed", rec.paused, rec.resumed)
 	}
 }

@@ -237,7 +237,7 @@ func (p *partition[K, V]) awaitLetter(l *letter, wake bool) bool {
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
 	p.setStuck(stuck{offset: l.src.Offset, reason: StuckDeadLetter, attempts: l.tries, since: l.cur.start,
-		lastErr: errors.New("dead-letter write not acknowledged yet"), cancel: rcancel}, false)
+		lastErr: errors.New("dead-letter write not acknowledged yet"), cancel: rcancel})
 	defer p.clearStuck()
 	select {
 	case <-l.cur.done:
@@ -264,7 +264,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 	w := p.c.dlq
 	for !l.ok() {
 		err := l.cur.err
-		p.setStuck(stuck{offset: l.src.Offset, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel}, false)
+		p.setStuck(stuck{offset: l.src.Offset, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel})
 		p.c.stats.dlqWriteErrors.Add(1)
 		never := unwritable(err)
 		if never {
@@ -331,9 +331,10 @@ func (p *partition[K, V]) letterDone(l *letter) {
 	p.log.warn("record dead-lettered", l.src, "stage", l.stage, "class", l.class, "reason", l.reason, "attempts", l.attempts, "err", l.cause)
 }
 
-// setStuck shows the partition as stuck on s; pause pauses its fetching
-// (a retry in place).
-func (p *partition[K, V]) setStuck(s stuck, pause bool) {
+// setStuck shows the partition as stuck on s and pauses its fetching: a
+// stuck partition holds what it has and does not count toward the total
+// buffer, so that it never holds the other partitions back.
+func (p *partition[K, V]) setStuck(s stuck) {
 	p.mu.Lock()
 	if !p.stuck.on || p.stuck.offset != s.offset || p.stuck.reason != s.reason {
 		if s.since.IsZero() {
@@ -345,9 +346,7 @@ func (p *partition[K, V]) setStuck(s stuck, pause bool) {
 	fresh := !p.stuck.on || p.stuck.offset != s.offset || p.stuck.reason != s.reason
 	s.on = true
 	p.stuck = s
-	if pause {
-		p.flow.setRetrying(true)
-	}
+	p.flow.setStuck(true)
 	p.mu.Unlock()
 	if h := p.c.hooks; h != nil && fresh {
 		h.PartitionStuck(StuckEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: s.offset, Reason: s.reason, Since: s.since})
@@ -360,8 +359,8 @@ func (p *partition[K, V]) clearStuck() {
 	p.mu.Lock()
 	was := p.stuck.on
 	p.stuck = stuck{}
-	if p.flow.retrying {
-		p.flow.setRetrying(false)
+	if p.flow.stuck {
+		p.flow.setStuck(false)
 	}
 	p.mu.Unlock()
 	if h := p.c.hooks; h != nil && was {

@@ -94,7 +94,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			if h := c.hooks; h != nil {
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
 			}
-			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel}, true)
+			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel})
 			if attempt >= 2 {
 				c.attempts.save(rec, attempt, first)
 				saved = true

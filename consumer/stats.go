@@ -63,7 +63,7 @@ type Partition struct {
 	// State is PartitionFlowing, PartitionPaused (fetching paused: a full
 	// buffer or an operator) or PartitionStuck (see Stats.Stuck).
 	State string
-	// Paused is why its fetching is paused (PauseRetrying, PauseFull,
+	// Paused is why its fetching is paused (PauseStuck, PauseFull,
 	// PauseOperator), empty while it flows.
 	Paused          string `json:",omitempty"`
 	BufferedRecords int
