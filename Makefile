@@ -9,8 +9,8 @@ unit:            ## unit and kfake integration tests only, no real broker
 
 lint:            ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
-	go vet ./...
-	go tool staticcheck ./...
+	go vet work
+	go tool staticcheck work
 
 demo:            ## the demo, on an in-process cluster
 	go run ./cmd/antidote demo
@@ -27,7 +27,7 @@ kafka-stop:
 
 FUZZTIME ?= 30s
 fuzz:            ## run every fuzz target for FUZZTIME each
-	@for pkg in $$(go list ./...); do \
+	@for pkg in $$(go list work); do \
 	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
