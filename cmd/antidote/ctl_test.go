@@ -221,3 +221,29 @@ func TestTerminalSafe(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCtlStatus: whatever JSON an admin API answers, status renders it
+// without a panic and without a control character reaching the terminal.
+func FuzzCtlStatus(f *testing.F) {
+	f.Add(`{"consumers":{"orders":{"Ready":true,"Partitions":[{"Topic":"orders","Partition":0,"State":"stuck","Lag":3}],"Stuck":[{"Topic":"orders","Partition":0,"Offset":7,"Reason":"retrying","LastError":"boom \u001b[2J"}]}}}`)
+	f.Add(`{"consumers":{"a\u0007":{"Dependencies":{"reg\r":"open\u202e"},"Brokers":{"LastError":"x\ny"}}}}`)
+	f.Add(`{"consumers":{}}`)
+	f.Add(`{"consumers":{"x":{"Stuck":[{"Since":"0001-01-01T00:00:00Z"}]}}}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		var all struct {
+			Consumers map[string]ctlStats `json:"consumers"`
+		}
+		if json.Unmarshal([]byte(body), &all) != nil {
+			return
+		}
+		var b strings.Builder
+		for name, s := range all.Consumers {
+			printCtlStatus(&b, name, s, time.Now())
+		}
+		for _, r := range b.String() {
+			if r != '\n' && (r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u202e') {
+				t.Fatalf("control character %U in the output:\n%q", r, b.String())
+			}
+		}
+	})
+}
