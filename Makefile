@@ -7,13 +7,10 @@ test:            ## everything: lint, unit tests on kfake, integration tests on 
 unit:            ## unit and kfake integration tests only, no real broker
 	SKIP_REAL_KAFKA=1 scripts/test.sh
 
-# The packages of every module in go.work but the tools module.
-PKGS = $(shell go list -m -f '{{.Dir}}' | grep -v '/tools$$' | sed "s|^$(CURDIR)|.|; s|$$|/...|")
-
 lint:            ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
-	go vet $(PKGS)
-	go tool staticcheck $(PKGS)
+	go vet work
+	go tool staticcheck work
 
 demo:            ## the demo, on an in-process cluster
 	go run ./cmd/antidote demo
@@ -30,7 +27,7 @@ kafka-stop:
 
 FUZZTIME ?= 30s
 fuzz:            ## run every fuzz target for FUZZTIME each
-	@for pkg in $$(go list $(PKGS)); do \
+	@for pkg in $$(go list work); do \
 	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \

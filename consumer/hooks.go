@@ -136,7 +136,7 @@ type PauseEvent struct {
 const (
 	// PauseStuck: the partition is stuck on a record (retrying it,
 	// waiting for its dead letter, or held by the flood guard).
-	PauseStuck = "stuck"
+	PauseStuck    = "stuck"
 	PauseFull     = "buffer-full"
 	PauseOperator = "operator"
 )

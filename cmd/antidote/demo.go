@@ -38,6 +38,7 @@ type demoOptions struct {
 	port       int
 	verbose    bool
 	drain      time.Duration
+	admin      string // --admin HOST:PORT
 }
 
 const (
@@ -82,7 +83,8 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
   antidote demo --keep          # then try: antidote dlq ls --brokers <addr> --topic orders.dlq
   antidote demo -o json
   antidote demo --format avro   # Avro, with a schema registry that goes down
-  antidote demo --brokers localhost:9092`,
+  antidote demo --brokers localhost:9092
+  antidote demo --admin 127.0.0.1:9180 --keep   # admin API and /metrics; see antidote ctl --help`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch format {
@@ -102,6 +104,9 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
 			if o.outage < 0 {
 				return usagef("--outage %v: must not be negative", o.outage)
 			}
+			if err := checkAdminAddr(o.admin); err != nil {
+				return err
+			}
 			g := readGlobals(cmd)
 			if o.keep && g.explicit {
 				return usagef("--keep applies to the in-process cluster only; with --brokers the topics stay on your cluster anyway")
@@ -118,6 +123,7 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
 	f.DurationVar(&o.produceFor, "produce-for", 6*time.Second, "spread producing over this long")
 	f.Uint64Var(&o.seed, "seed", 42, "seed of the poison-pill mix")
 	f.IntVar(&o.port, "port", 0, "port of the in-process cluster (0: any free port)")
+	f.StringVar(&o.admin, "admin", "", "serve the admin API and /metrics on this loopback HOST:PORT during the demo (and after it with --keep)")
 	f.DurationVar(&o.drain, "drain-timeout", time.Minute, "how long to wait for the consumer to settle every record")
 	for _, hidden := range []string{"produce-for", "seed", "port", "drain-timeout"} {
 		_ = f.MarkHidden(hidden)
@@ -269,6 +275,7 @@ type demoRun struct {
 	ledger  *ledger
 	live    *live
 	start   time.Time
+	admin   *demoAdmin // with --admin
 
 	runCtx     context.Context // ends when the demo stops consuming
 	outageOnce atomic.Bool
@@ -280,6 +287,12 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOpt
 	r.topic, r.group, r.cluster = demoTopic, demoGroup, "kfake"
 	r.db.depText = databaseDep
 	r.dep = &r.db
+	adm, err := newDemoAdmin(o.admin)
+	if err != nil {
+		return err
+	}
+	r.admin = adm
+	defer r.admin.close()
 
 	var fake *kfake.Cluster
 	if g.explicit {
@@ -328,6 +341,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOpt
 		r.printSummary(sum)
 	}
 	if o.keep && fake != nil {
+		r.admin.keepHint(stdout, stderr, g.json())
 		r.keepUp(ctx, stdout, stderr)
 	}
 	if sum.Lost != 0 {
@@ -404,6 +418,7 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 		},
 		Skip:           skip,
 		Dependencies:   deps,
+		Hooks:          r.admin.hooks(),
 		CommitInterval: time.Second,
 		ClientOpts: []kgo.Opt{
 			kgo.ClientID("antidote-demo"),
@@ -413,6 +428,7 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 			// franz-go's default 10ms linger would add 10ms to each.
 			kgo.ProducerLinger(0),
 			kgo.DialTimeout(min(r.g.timeout, 10*time.Second)),
+			r.admin.clientOpt(),
 		},
 		Logger: r.logger(stderr),
 	})
@@ -432,6 +448,10 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 		})
 	}
 
+	if err := r.admin.start(c, r.logger(stderr), r.live, stderr); err != nil {
+		c.Close()
+		return nil, err
+	}
 	r.start = time.Now()
 	runCtx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()

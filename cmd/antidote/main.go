@@ -113,7 +113,7 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 	pf.Duration("timeout", 30*time.Second, "bound for connecting to the cluster and metadata calls")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
 
-	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd())
+	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd())
 	wrapArgs(root)
 	return root
 }

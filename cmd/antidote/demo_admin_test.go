@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/antidote-kafka/antidote/admin"
+)
+
+// scrapeDemo GETs /metrics with the token and parses it with the
+// Prometheus text parser.
+func scrapeDemo(t *testing.T, base, token string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET /metrics = %d %s", resp.StatusCode, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams
+}
+
+func familySum(fams map[string]*dto.MetricFamily, name string, label, value string) float64 {
+	var v float64
+	for _, m := range fams[name].GetMetric() {
+		ok := label == ""
+		for _, l := range m.GetLabel() {
+			ok = ok || (l.GetName() == label && l.GetValue() == value)
+		}
+		if ok {
+			v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return v
+}
+
+// TestDemoAdmin: demo --admin serves the admin API and /metrics during the
+// run and, with --keep, after it; the printed commands work.
+func TestDemoAdmin(t *testing.T) {
+	t.Setenv(admin.EnvToken, "demo-admin-token")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	o := shortOptions()
+	o.admin, o.keep = addr, true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runDemo(ctx, &out, io.Discard, globals{brokers: []string{defaultBrokers}, output: "table", timeout: 10 * time.Second}, o)
+	}()
+	waitOut := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), what); {
+			select {
+			case err := <-done:
+				t.Fatalf("demo ended before printing %q: %v\n%s", what, err, out.String())
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q after 60s:\n%s", what, out.String())
+			}
+		}
+	}
+	base := "http://" + addr
+	waitOut("admin API and /metrics at " + base + " (token demo-admin-token)")
+
+	// During the run: scrape until the consumer has consumed something (or
+	// the run is over).
+	var sawClient bool
+	for scrapes := 0; ; scrapes++ {
+		fams := scrapeDemo(t, base, "demo-admin-token")
+		if scrapes == 0 {
+			for _, name := range []string{"antidote_ready", "antidote_retry_enabled", "antidote_records_consumed_total"} {
+				if fams[name] == nil {
+					t.Errorf("/metrics during the run lacks %s", name)
+				}
+			}
+		}
+		sawClient = sawClient || fams["antidote_kafka_read_bytes_total"] != nil
+		if familySum(fams, "antidote_records_consumed_total", "", "") > 0 && sawClient || strings.Contains(out.String(), "stays up at") {
+			t.Logf("%d scrapes during the run; franz-go client metrics seen: %v", scrapes+1, sawClient)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// After it (--keep): every consumed record is settled, and the
+	// counters say so.
+	waitOut("The admin API remains available")
+	waitOut("stays up at")
+	fams := scrapeDemo(t, base, "demo-admin-token")
+	consumed := familySum(fams, "antidote_records_consumed_total", "", "")
+	processed := familySum(fams, "antidote_records_total", "outcome", "processed")
+	dead := familySum(fams, "antidote_records_total", "outcome", "dead-lettered")
+	skipped := familySum(fams, "antidote_records_total", "outcome", "skipped")
+	if consumed < float64(o.records) || processed == 0 || dead == 0 || processed+dead+skipped != consumed {
+		t.Errorf("after the demo: consumed %v, processed %v, dead-lettered %v, skipped %v; want every one of %d records settled",
+			consumed, processed, dead, skipped, o.records)
+	}
+	if v := familySum(fams, "antidote_retries_total", "", ""); v == 0 {
+		t.Error("antidote_retries_total is 0 after an outage")
+	}
+
+	// The printed commands work when pasted.
+	ctlRe := regexp.MustCompile(`antidote ctl --admin (\S+) --token (\S+) status`)
+	m := ctlRe.FindStringSubmatch(out.String())
+	if m == nil || m[1] != base {
+		t.Fatalf("no ctl command for %s in:\n%s", base, out.String())
+	}
+	t.Setenv(admin.EnvToken, "")
+	code, stdout, stderr := runCmd(t, "ctl", "--admin", m[1], "--token", m[2], "status")
+	if code != exitOK || !strings.Contains(stdout, "consumer demo: NOT READY (not running)") ||
+		!strings.Contains(stdout, fmt.Sprintf("consumed %d  processed %d", int(consumed), int(processed))) {
+		t.Errorf("pasted ctl command: exit %d\n%s%s", code, stdout, stderr)
+	}
+	curlRe := regexp.MustCompile(`curl -s -H 'Authorization: Bearer (\S+)' (\S+)/metrics`)
+	if m := curlRe.FindStringSubmatch(out.String()); m == nil || m[1] != "demo-admin-token" || m[2] != base {
+		t.Errorf("no curl command for %s in:\n%s", base, out.String())
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("demo --admin --keep ended with %v after Ctrl-C", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo did not stop after Ctrl-C")
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("the admin API still answers after the demo ended")
+	}
+}
+
+func TestDemoAdminBadAddress(t *testing.T) {
+	t.Setenv(EnvBrokers, "")
+	for addr, want := range map[string]string{
+		"0.0.0.0:9180":  "loopback address only",
+		"192.0.2.1:80":  "loopback address only",
+		"127.0.0.1":     "want HOST:PORT",
+		"nonsense:port": "loopback address only",
+	} {
+		code, _, stderr := runCmd(t, "demo", "--admin", addr)
+		checkOneLineError(t, code, exitUsage, stderr, want)
+	}
+}

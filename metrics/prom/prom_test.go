@@ -1,0 +1,146 @@
+package prom
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/failure"
+)
+
+type fixedStats consumer.Stats
+
+func (f fixedStats) Stats() consumer.Stats { return consumer.Stats(f) }
+
+// TestExposition: the hooks and the Stats of a watched consumer give
+// exactly the documented series.
+func TestExposition(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(reg); err == nil {
+		t.Fatal("New on a registry that has the metrics already: no error")
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m.now = func() time.Time { return now }
+
+	// Before Watch: the gauges are absent.
+	if n, err := testutil.GatherAndCount(reg, "antidote_ready"); err != nil || n != 0 {
+		t.Fatalf("antidote_ready before Watch: %d series (%v); want none", n, err)
+	}
+	pe := consumer.PartitionEvent{Topic: "orders", Partition: 3}
+	m.RecordSettled(consumer.SettledEvent{PartitionEvent: pe, Outcome: consumer.OutcomeProcessed})
+	m.RecordSettled(consumer.SettledEvent{PartitionEvent: pe, Outcome: consumer.OutcomeProcessed})
+	m.RecordSettled(consumer.SettledEvent{PartitionEvent: pe, Outcome: consumer.OutcomeDeadLettered, Stage: "deserialize-value", Class: failure.ClassPermanent})
+	m.RecordRetried(consumer.RetryEvent{PartitionEvent: pe, Stage: "process", Class: failure.ClassTransient, Attempt: 1, Wait: time.Second})
+	m.HandlerDone(consumer.HandlerEvent{PartitionEvent: pe, Duration: 3 * time.Millisecond})
+	m.HandlerDone(consumer.HandlerEvent{PartitionEvent: pe, Duration: 2 * time.Second, Err: errors.New("x")})
+	m.DeadLetterWritten(consumer.WriteEvent{PartitionEvent: pe, DeadLetterTopic: "orders.dlq", Latency: 7 * time.Millisecond})
+	m.DeadLetterWritten(consumer.WriteEvent{PartitionEvent: pe, DeadLetterTopic: "orders.dlq", Latency: time.Second, Err: errors.New("x")})
+
+	m.Watch(fixedStats{
+		Consumed: 9, Running: true, Ready: true, RetryEnabled: false, Brokers: consumer.BrokerState{Reachable: true},
+		BufferedRecords: 4, BufferedBytes: 400,
+		Stuck: []consumer.Stuck{{Topic: "orders", Partition: 3, Offset: 77, Reason: consumer.StuckRetrying, Since: now.Add(-90 * time.Second)}},
+		Partitions: []consumer.Partition{
+			{Topic: "orders", Partition: 3, State: consumer.PartitionStuck, Paused: consumer.PauseStuck, HighWatermark: 100, Committed: 77, Lag: 23},
+			{Topic: "orders", Partition: 4, State: consumer.PartitionFlowing, HighWatermark: -1, Committed: -1, Lag: -1},
+		},
+		Dependencies: map[string]string{"registry": "open"},
+		Flood:        &consumer.Flood{Topic: "orders", Partition: 3}, FloodTrips: 2,
+	})
+	want := `
+# HELP antidote_records_total Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted). Stage and class are empty for processed records.
+# TYPE antidote_records_total counter
+antidote_records_total{class="",outcome="processed",stage="",topic="orders"} 2
+antidote_records_total{class="permanent",outcome="dead-lettered",stage="deserialize-value",topic="orders"} 1
+# HELP antidote_retries_total Retries in place (one per wait before another try), by topic, failure stage and class.
+# TYPE antidote_retries_total counter
+antidote_retries_total{class="transient",stage="process",topic="orders"} 1
+# HELP antidote_dead_letter_writes_total Dead-letter write attempts, by source topic and result (ok: acknowledged, error: failed and retried).
+# TYPE antidote_dead_letter_writes_total counter
+antidote_dead_letter_writes_total{result="error",topic="orders"} 1
+antidote_dead_letter_writes_total{result="ok",topic="orders"} 1
+# HELP antidote_records_consumed_total Records taken from fetches (each once, however often it is retried).
+# TYPE antidote_records_consumed_total counter
+antidote_records_consumed_total 9
+# HELP antidote_running 1 while the consumer runs.
+# TYPE antidote_running gauge
+antidote_running 1
+# HELP antidote_ready 1 while the consumer is ready: running, with partitions, not halted.
+# TYPE antidote_ready gauge
+antidote_ready 1
+# HELP antidote_retry_enabled The retry kill switch: 1 while retrying is on.
+# TYPE antidote_retry_enabled gauge
+antidote_retry_enabled 0
+# HELP antidote_brokers_reachable 1 while the Kafka cluster answers.
+# TYPE antidote_brokers_reachable gauge
+antidote_brokers_reachable 1
+# HELP antidote_buffered_records Records held by the assigned partitions (fetched, not yet settled).
+# TYPE antidote_buffered_records gauge
+antidote_buffered_records 4
+# HELP antidote_buffered_bytes Bytes held by the assigned partitions.
+# TYPE antidote_buffered_bytes gauge
+antidote_buffered_bytes 400
+# HELP antidote_partition_stuck 1 while an assigned partition cannot move past a record (retrying it, or waiting for its dead letter), else 0.
+# TYPE antidote_partition_stuck gauge
+antidote_partition_stuck{partition="3",topic="orders"} 1
+antidote_partition_stuck{partition="4",topic="orders"} 0
+# HELP antidote_partition_stuck_seconds How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.
+# TYPE antidote_partition_stuck_seconds gauge
+antidote_partition_stuck_seconds{partition="3",reason="retrying",topic="orders"} 90
+# HELP antidote_partition_paused 1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator); present only while paused.
+# TYPE antidote_partition_paused gauge
+antidote_partition_paused{partition="3",reason="stuck",topic="orders"} 1
+# HELP antidote_partition_lag Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.
+# TYPE antidote_partition_lag gauge
+antidote_partition_lag{partition="3",topic="orders"} 23
+# HELP antidote_dependency_state 1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).
+# TYPE antidote_dependency_state gauge
+antidote_dependency_state{dependency="registry",state="open"} 1
+# HELP antidote_flood_guard_tripped 1 while the flood guard holds the consumer (too many records would be dead-lettered), else 0.
+# TYPE antidote_flood_guard_tripped gauge
+antidote_flood_guard_tripped 1
+# HELP antidote_flood_guard_trips_total Times the flood guard tripped.
+# TYPE antidote_flood_guard_trips_total counter
+antidote_flood_guard_trips_total 2
+`
+	names := []string{"antidote_records_total", "antidote_retries_total", "antidote_dead_letter_writes_total", "antidote_records_consumed_total",
+		"antidote_running", "antidote_ready", "antidote_retry_enabled", "antidote_brokers_reachable", "antidote_buffered_records", "antidote_buffered_bytes",
+		"antidote_partition_stuck", "antidote_partition_stuck_seconds", "antidote_partition_paused", "antidote_partition_lag", "antidote_dependency_state",
+		"antidote_flood_guard_tripped", "antidote_flood_guard_trips_total"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	// The histograms: one observation per call, in its result.
+	for _, c := range []struct {
+		name, result string
+		sum          float64
+	}{
+		{"antidote_handler_duration_seconds", ResultOK, 0.003},
+		{"antidote_handler_duration_seconds", ResultError, 2},
+		{"antidote_dead_letter_write_duration_seconds", ResultOK, 0.007},
+		{"antidote_dead_letter_write_duration_seconds", ResultError, 1},
+	} {
+		var h prometheus.Observer
+		if c.name == "antidote_handler_duration_seconds" {
+			h = m.handler.WithLabelValues("orders", c.result)
+		} else {
+			h = m.dlqLatency.WithLabelValues("orders", c.result)
+		}
+		pb := histogramOf(t, h)
+		if pb.GetSampleCount() != 1 || pb.GetSampleSum() != c.sum {
+			t.Errorf("%s{result=%s}: count %d sum %v; want 1 and %v", c.name, c.result, pb.GetSampleCount(), pb.GetSampleSum(), c.sum)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
