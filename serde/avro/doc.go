@@ -95,6 +95,26 @@
 // [Breaker.Closed] and [Breaker.Wait] let a consumer show the state and
 // wake its waiting partitions the moment the registry is back.
 //
+// The breaker paces the records that wait for it: the failure that opens
+// it, every failed probe and every error while it is open carry
+// failure.RetryAfter(time until the next probe), so a consumer that honours
+// the hint wakes each such record when the probe is due rather than at its
+// own, possibly much longer, backoff. When a probe succeeds, a hook wakes
+// the rest at once:
+//
+//	reg.Breaker().OnStateChange(func(_, to avro.State) {
+//		if to == avro.Closed {
+//			c.WakeRetries()
+//		}
+//	})
+//
+// A panic in a registry call (in the HTTP client, or in a transport given
+// with [HTTPClient]) is recovered: it is a transient [*RegistryError]
+// holding a *serde.PanicError for every caller waiting on that lookup, and
+// it counts as a failed call for the breaker, which never stays half-open.
+// A panic while parsing a returned schema makes that schema unusable: a
+// permanent [*SchemaError].
+//
 // # Authentication and TLS
 //
 // [BasicAuth] sets the credentials of managed registries (API key and

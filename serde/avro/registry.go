@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde"
 )
 
 // An Opt configures a [Registry].
@@ -245,7 +247,7 @@ func (r *Registry) fetch(ctx context.Context, id int) (*writer, error) {
 		return nil, failure.RetryAfter(wait, &RegistryError{ID: id, Err: ErrBreakerOpen})
 	}
 	h := new(hint)
-	s, err := r.cl.SchemaByID(context.WithValue(ctx, hintKey{}, h), id)
+	s, err := guard(func() (sr.Schema, error) { return r.cl.SchemaByID(context.WithValue(ctx, hintKey{}, h), id) })
 	if err != nil {
 		if re, ok := errors.AsType[*sr.ResponseError](err); ok && re.ErrorCode == sr.ErrSchemaNotFound.Code {
 			r.br.done(probe, false, 0)
@@ -256,8 +258,7 @@ func (r *Registry) fetch(ctx context.Context, id int) (*writer, error) {
 			}
 			return nil, failure.Permanent(&UnknownSchemaError{ID: id})
 		}
-		r.br.done(probe, true, h.after)
-		return nil, registryErr(&RegistryError{ID: id, Err: httpErr(err)}, h)
+		return nil, r.failed(probe, &RegistryError{ID: id, Err: httpErr(err)}, h)
 	}
 	r.br.done(probe, false, 0)
 	w, err := parseWriter(id, s)
@@ -268,9 +269,50 @@ func (r *Registry) fetch(ctx context.Context, id int) (*writer, error) {
 	return w, nil
 }
 
+// failed reports a transient registry failure to the breaker and returns
+// the caller's error, marked failure.RetryAfter with the longer of the
+// registry's Retry-After and, when the breaker is open, the time until its
+// next probe; marked transient otherwise. Every record that waits for the
+// registry then wakes when the probe is due, not at its own backoff.
+func (r *Registry) failed(probe bool, e *RegistryError, h *hint) error {
+	w, open := r.br.done(probe, true, h.after)
+	switch {
+	case open:
+		return failure.RetryAfter(max(w, h.after), e)
+	case h.ok:
+		return failure.RetryAfter(h.after, e)
+	}
+	return failure.Transient(e)
+}
+
+// guard runs fn, a registry request, and turns a panic in it (in the HTTP
+// client, or in a transport given with [HTTPClient]) into a
+// *serde.PanicError: the process must not crash, and the breaker must hear
+// the outcome of every call it let through, or it would stay half-open.
+func guard[V any](fn func() (V, error)) (v V, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError(p)
+		}
+	}()
+	return fn()
+}
+
+// panicError is a recovered panic with the start of its stack.
+func panicError(p any) error {
+	buf := make([]byte, 2<<10)
+	return &serde.PanicError{Stage: stage, Value: p, Stack: buf[:runtime.Stack(buf, false)]}
+}
+
 // parseWriter parses a registry schema. Each schema gets its own name cache:
-// two versions of com.acme.Order must not see each other.
-func parseWriter(id int, s sr.Schema) (*writer, error) {
+// two versions of com.acme.Order must not see each other. A panic of the
+// Avro library on a hostile schema makes it unusable: permanent.
+func parseWriter(id int, s sr.Schema) (w *writer, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w, err = nil, failure.Permanent(&SchemaError{ID: id, Reason: fmt.Sprintf("panic parsing it: %v", p)})
+		}
+	}()
 	if s.Type != sr.TypeAvro {
 		return nil, failure.Permanent(&SchemaError{ID: id, Reason: "schema type is " + s.Type.String() + ", not AVRO"})
 	}
@@ -311,28 +353,21 @@ func (r *Registry) Register(ctx context.Context, subject, schema string) (int, e
 			return 0, failure.RetryAfter(wait, &RegistryError{Subject: subject, Err: ErrBreakerOpen})
 		}
 		h := new(hint)
-		id, err := r.cl.RegisterSchema(context.WithValue(ctx, hintKey{}, h), subject, sr.Schema{Schema: schema, Type: sr.TypeAvro}, -1, -1)
+		id, err := guard(func() (int, error) {
+			return r.cl.RegisterSchema(context.WithValue(ctx, hintKey{}, h), subject, sr.Schema{Schema: schema, Type: sr.TypeAvro}, -1, -1)
+		})
 		if err != nil {
 			if re, ok := errors.AsType[*sr.ResponseError](err); ok && (re.StatusCode == http.StatusConflict || re.StatusCode == http.StatusUnprocessableEntity) {
 				// Incompatible or invalid schema: the registry answered.
 				r.br.done(probe, false, 0)
 				return 0, failure.Permanent(&RegistryError{Subject: subject, Err: httpErr(err)})
 			}
-			r.br.done(probe, true, h.after)
-			return 0, registryErr(&RegistryError{Subject: subject, Err: httpErr(err)}, h)
+			return 0, r.failed(probe, &RegistryError{Subject: subject, Err: httpErr(err)}, h)
 		}
 		r.br.done(probe, false, 0)
 		r.ids.Store(k, id)
 		return id, nil
 	})
-}
-
-// registryErr marks a registry failure transient, with the hint if any.
-func registryErr(e *RegistryError, h *hint) error {
-	if h.ok {
-		return failure.RetryAfter(h.after, e)
-	}
-	return failure.Transient(e)
 }
 
 // httpErr puts the status of a registry response in a *failure.HTTPError.
@@ -419,6 +454,10 @@ func (f *flight[K, V]) do(ctx context.Context, k K, fn func() (V, error)) (V, er
 		f.calls[k] = c
 		go func() {
 			defer func() {
+				if p := recover(); p != nil { // fetch and Register recover their own; a last guard
+					var zero V
+					c.v, c.err = zero, failure.Transient(panicError(p))
+				}
 				f.mu.Lock()
 				delete(f.calls, k)
 				f.mu.Unlock()
