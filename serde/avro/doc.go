@@ -30,7 +30,7 @@
 // hamba/avro is used because it is the fastest pure-Go Avro library (a
 // cached, reflection-free decoder per schema and type), it implements
 // writer-to-reader schema resolution (SchemaCompatibility.Resolve), it
-// bounds the allocations a corrupt length can cause, and it decodes
+// can bound the allocations a corrupt length causes (see Limits), and it decodes
 // straight into Go structs without generated code.
 //
 // # Shared topics
@@ -126,4 +126,19 @@
 //
 // Schema references, and schema types other than AVRO, are reported as
 // [*SchemaError]. Bytes after the end of the Avro record are ignored.
+//
+// The memory one record can make the decoder allocate is bounded by the
+// record's size. Avro writes a length before the data it counts, and the
+// Avro library allocates what a length claims before reading the data, so
+// a 9-byte poison pill whose array claims eight million strings would cost
+// 128 MiB. Here a record of n bytes is decoded with the limit of the first
+// size class of 4 KiB, 64 KiB, 1 MiB and 8 MiB that holds it: no array may
+// claim more elements, nor any string or bytes value more bytes, than that
+// limit (MaxSliceAllocSize and MaxByteSliceSize of hamba/avro), and such a
+// claim is a permanent [*DecodeError]. A short poison pill thus allocates
+// at most 4096 elements per array, and any record at most its class's
+// limit times the size of the Go element type, per level of nesting. Since
+// every element and every byte of data takes at least one byte on the
+// wire, no valid record is refused, except one whose array holds more
+// elements that take no bytes (nulls, empty records) than its limit.
 package avro
