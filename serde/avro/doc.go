@@ -13,7 +13,9 @@
 //	c, err := consumer.New(consumer.Config[[]byte, Order]{..., Value: orders})
 //
 // Share one [Registry] per registry in a process: it owns the schema cache
-// and the circuit breaker.
+// and the circuit breaker. It wraps the format-neutral client of package
+// serde/registry, which the other formats (serde/jsonschema) take:
+// give them reg.Registry to share the cache and the breaker.
 //
 // # Schemas and types
 //

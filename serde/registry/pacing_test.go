@@ -1,4 +1,4 @@
-package avro
+package registry
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/failure"
@@ -38,7 +40,7 @@ func (c *clock) advance(d time.Duration) {
 // the first failure, probes every 10s and runs on clk.
 func pacedRegistry(t *testing.T, sreg *srtest.Registry, hc *http.Client) (*Registry, *clock) {
 	t.Helper()
-	reg, err := NewRegistry(sreg.URL(), HTTPClient(hc), Logger(slog.New(slog.DiscardHandler)),
+	reg, err := New(sreg.URL(), HTTPClient(hc), Logger(slog.New(slog.DiscardHandler)),
 		CircuitBreaker(BreakerConfig{Failures: 1, Probe: backoff.Fixed(10 * time.Second)}))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +83,7 @@ func TestBreakerPacesWaits(t *testing.T) {
 	step := func(what string, advance, want time.Duration, requests int64, breakerOpen bool) {
 		t.Helper()
 		clk.advance(advance)
-		_, err := reg.lookup(ctx, id)
+		_, err := reg.Schema(ctx, id)
 		if got := retryAfter(t, what, err); got != want {
 			t.Errorf("%s: RetryAfter %v, want %v", what, got, want)
 		}
@@ -112,7 +114,7 @@ func TestBreakerPacesWaits(t *testing.T) {
 
 	sreg.SetFault(srtest.Fault{})
 	clk.advance(15 * time.Second)
-	if _, err := reg.lookup(ctx, id); err != nil {
+	if _, err := reg.Schema(ctx, id); err != nil {
 		t.Fatalf("the probe after recovery: %v", err)
 	}
 	if s := reg.Breaker().State(); s != Closed {
@@ -176,7 +178,7 @@ func TestLookupPanic(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		wg.Go(func() { _, errs[i] = reg.lookup(ctx, id) })
+		wg.Go(func() { _, errs[i] = reg.Schema(ctx, id) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -187,17 +189,17 @@ func TestLookupPanic(t *testing.T) {
 	}
 
 	clk.advance(10 * time.Second)
-	_, err := reg.lookup(ctx, id)
+	_, err := reg.Schema(ctx, id)
 	check("a panicking probe", err)
 
-	_, err = reg.Register(ctx, "panic-value", pacingSchema)
+	_, err = reg.Register(ctx, "panic-value", sr.Schema{Schema: pacingSchema})
 	if !IsBreakerOpen(err) {
 		t.Fatalf("Register while open: %v", err)
 	}
 
 	tr.on.Store(false)
 	clk.advance(10 * time.Second)
-	if _, err := reg.lookup(ctx, id); err != nil {
+	if _, err := reg.Schema(ctx, id); err != nil {
 		t.Fatalf("after the transport recovered: %v", err)
 	}
 	if s := reg.Breaker().State(); s != Closed {
@@ -205,7 +207,7 @@ func TestLookupPanic(t *testing.T) {
 	}
 
 	tr.on.Store(true)
-	_, err = reg.Register(ctx, "panic-value", pacingSchema)
+	_, err = reg.Register(ctx, "panic-value", sr.Schema{Schema: pacingSchema})
 	var pe *serde.PanicError
 	if !errors.As(err, &pe) || !failure.IsTransient(err) {
 		t.Fatalf("Register with a panicking transport: %v", err)
