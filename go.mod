@@ -5,12 +5,14 @@ go 1.26.0
 require (
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/klauspost/compress v1.20.4
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/sr v1.8.0
 	golang.org/x/term v0.48.0
+	golang.org/x/text v0.14.0
 )
 
 require (
