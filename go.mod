@@ -3,6 +3,7 @@ module github.com/antidote-kafka/antidote
 go 1.26.0
 
 require (
+	github.com/bufbuild/protocompile v0.14.1
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/klauspost/compress v1.20.4
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
@@ -13,6 +14,7 @@ require (
 	github.com/twmb/franz-go/pkg/sr v1.8.0
 	golang.org/x/term v0.48.0
 	golang.org/x/text v0.14.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (

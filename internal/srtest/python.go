@@ -78,6 +78,7 @@ func (r *Registry) NewProducer(t testing.TB, python string, brokers []string, pr
 		args = append(args, "--proto-path", protoPath)
 	}
 	cmd := exec.Command(python, args...)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // no __pycache__ beside checked-in modules
 	p := &Producer{cmd: cmd, stderr: &lockedWriter{}}
 	cmd.Stderr = p.stderr
 	var err error

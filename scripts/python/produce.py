@@ -49,15 +49,14 @@ def serializer_for(cmd, registry, cache):
         module, _, name = cmd["proto"].partition(":")
         msg_type = getattr(importlib.import_module(module), name)
         s = ProtobufSerializer(msg_type, registry, {"use.deprecated.format": False})
-        s.msg_type = msg_type
     else:
         raise ValueError("unknown format %r" % fmt)
-    cache[key] = s
-    return s
+    cache[key] = (s, msg_type if fmt == "protobuf" else None)
+    return cache[key]
 
 
 def run(cmd, producer, registry, cache):
-    ser = serializer_for(cmd, registry, cache)
+    ser, msg_type = serializer_for(cmd, registry, cache)
     ctx = SerializationContext(cmd["topic"], MessageField.VALUE)
     ids, errors = [], []
 
@@ -69,7 +68,7 @@ def run(cmd, producer, registry, cache):
         if cmd["format"] == "protobuf":
             from google.protobuf import json_format
 
-            rec = json_format.ParseDict(rec, ser.msg_type())
+            rec = json_format.ParseDict(rec, msg_type())
         data = ser(rec, ctx)
         ids.append(int.from_bytes(data[1:5], "big"))
         if not cmd.get("register_only"):

@@ -23,12 +23,20 @@ var (
 // *avro.UnknownSchemaError), so that a dead letter's error type names the
 // format.
 type UnknownSchemaError struct {
-	// ID is the schema id read from the record.
+	// ID is the schema id read from the record, or 0 for a reference.
 	ID int
+	// Subject and Version name the schema a reference points to, for a
+	// reference ([Registry.Reference]).
+	Subject string
+	Version int
 }
 
-// Error returns "schema registry: unknown schema id 42".
+// Error returns "schema registry: unknown schema id 42", or for a
+// reference "schema registry: unknown schema id: subject acme/money.proto version 3".
 func (e *UnknownSchemaError) Error() string {
+	if e.Subject != "" {
+		return ErrUnknownSchema.Error() + ": subject " + e.Subject + " version " + strconv.Itoa(e.Version)
+	}
 	return ErrUnknownSchema.Error() + " " + strconv.Itoa(e.ID)
 }
 
@@ -44,8 +52,11 @@ func (e *UnknownSchemaError) Is(target error) bool { return target == ErrUnknown
 type RegistryError struct {
 	// ID is the schema id looked up, or 0 for a registration.
 	ID int
-	// Subject is the subject registered to, or "" for a lookup.
+	// Subject is the subject registered to, or the subject of a
+	// reference looked up; "" for a lookup by id.
 	Subject string
+	// Version is the version of a reference looked up, 0 otherwise.
+	Version int
 	// Err is the cause: a network error, a *failure.HTTPError carrying the
 	// status, a *serde.PanicError, or ErrBreakerOpen.
 	Err error
@@ -53,6 +64,9 @@ type RegistryError struct {
 
 // Error returns e.g. "schema registry: looking up schema id 7: <Err>".
 func (e *RegistryError) Error() string {
+	if e.Version != 0 {
+		return "schema registry: looking up subject " + e.Subject + " version " + strconv.Itoa(e.Version) + ": " + e.Err.Error()
+	}
 	if e.Subject != "" {
 		return "schema registry: registering to subject " + e.Subject + ": " + e.Err.Error()
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +105,9 @@ type Registry struct {
 	ids      sync.Map // regKey → int
 	lookups  flight[int, sr.Schema]
 	registry flight[regKey, int]
+
+	refs       sync.Map // refKey → sr.Schema
+	refLookups flight[refKey, sr.Schema]
 
 	mu      sync.Mutex
 	missing map[int]time.Time // ids not found, until when
@@ -240,28 +244,83 @@ func (r *Registry) lookupSlow(ctx context.Context, id int) (sr.Schema, error) {
 // fetch asks the registry for schema id. It runs in its own goroutine, on
 // a context that is not canceled with the caller's.
 func (r *Registry) fetch(ctx context.Context, id int) (sr.Schema, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
-	defer cancel()
-	probe, wait, ok := r.br.allow(ctx)
-	if !ok {
-		return sr.Schema{}, failure.RetryAfter(wait, &RegistryError{ID: id, Err: ErrBreakerOpen})
-	}
-	h := new(hint)
-	s, err := guard(func() (sr.Schema, error) { return r.cl.SchemaByID(context.WithValue(ctx, hintKey{}, h), id) })
-	if err != nil {
-		if re, ok := errors.AsType[*sr.ResponseError](err); ok && re.ErrorCode == sr.ErrSchemaNotFound.Code {
-			r.br.done(probe, false, 0)
+	s, err := r.get(ctx, &RegistryError{ID: id},
+		func(ctx context.Context) (sr.Schema, error) { return r.cl.SchemaByID(ctx, id) },
+		[]int{sr.ErrSchemaNotFound.Code},
+		func() error {
 			if r.ttl > 0 {
 				r.mu.Lock()
 				r.missing[id] = time.Now().Add(r.ttl)
 				r.mu.Unlock()
 			}
-			return sr.Schema{}, failure.Permanent(&UnknownSchemaError{ID: id})
+			return failure.Permanent(&UnknownSchemaError{ID: id})
+		})
+	if err == nil {
+		r.schemas.Store(id, s)
+	}
+	return s, err
+}
+
+// Reference returns the schema that a schema reference names (its subject
+// and version), from the cache or from the registry: a version of a
+// subject does not change. A subject or version the registry does not
+// have is a permanent [*UnknownSchemaError]; other failures are transient,
+// as for [Registry.Schema].
+func (r *Registry) Reference(ctx context.Context, ref sr.SchemaReference) (sr.Schema, error) {
+	k := refKey{ref.Subject, ref.Version}
+	if s, ok := r.refs.Load(k); ok {
+		return s.(sr.Schema), nil
+	}
+	e := &RegistryError{Subject: ref.Subject, Version: ref.Version}
+	if w, open := r.br.openFor(); open {
+		e.Err = ErrBreakerOpen
+		return sr.Schema{}, failure.RetryAfter(w, e)
+	}
+	return r.refLookups.do(ctx, k, func() (sr.Schema, error) {
+		s, err := r.get(ctx, e,
+			func(ctx context.Context) (sr.Schema, error) {
+				ss, err := r.cl.SchemaByVersion(ctx, ref.Subject, ref.Version)
+				return ss.Schema, err
+			},
+			[]int{sr.ErrSubjectNotFound.Code, sr.ErrVersionNotFound.Code},
+			func() error {
+				return failure.Permanent(&UnknownSchemaError{Subject: ref.Subject, Version: ref.Version})
+			})
+		if err == nil {
+			r.refs.Store(k, s)
 		}
-		return sr.Schema{}, r.failed(probe, &RegistryError{ID: id, Err: httpErr(err)}, h)
+		return s, err
+	})
+}
+
+type refKey struct {
+	subject string
+	version int
+}
+
+// get makes one lookup request, req, through the breaker, on a context
+// that is not canceled with the caller's. A "not found" answer with one of
+// the registry error codes notFound is a success for the breaker and the
+// error of gone; e, with its Err set, is the error of any other failure.
+func (r *Registry) get(ctx context.Context, e *RegistryError, req func(context.Context) (sr.Schema, error), notFound []int, gone func() error) (sr.Schema, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	defer cancel()
+	probe, wait, ok := r.br.allow(ctx)
+	if !ok {
+		e.Err = ErrBreakerOpen
+		return sr.Schema{}, failure.RetryAfter(wait, e)
+	}
+	h := new(hint)
+	s, err := guard(func() (sr.Schema, error) { return req(context.WithValue(ctx, hintKey{}, h)) })
+	if err != nil {
+		if re, ok := errors.AsType[*sr.ResponseError](err); ok && slices.Contains(notFound, re.ErrorCode) {
+			r.br.done(probe, false, 0)
+			return sr.Schema{}, gone()
+		}
+		e.Err = httpErr(err)
+		return sr.Schema{}, r.failed(probe, e, h)
 	}
 	r.br.done(probe, false, 0)
-	r.schemas.Store(id, s)
 	return s, nil
 }
 
