@@ -1,6 +1,6 @@
 // Package registry is the client of a Confluent-compatible schema registry
 // (Confluent, Apicurio's ccompat API, Redpanda, Karapace) shared by the
-// codecs of serde/avro and serde/jsonschema: schemas cached by id,
+// codecs of serde/avro, serde/jsonschema and serde/protobuf: schemas cached by id,
 // concurrent lookups of one id deduplicated, registrations cached, and a
 // circuit [Breaker] that paces the records waiting for the registry.
 //
