@@ -77,5 +77,7 @@ if ! python="$(scripts/python/venv.sh)"; then
   if [ "${CI:-}" = true ]; then echo "CI=true and the Python environment could not be made: it is mandatory"; exit 1; fi
   echo "WARNING: no Python environment; the foreign-producer tests will skip (CI=true makes this an error)"; python=""
 fi
+# One package at a time (-p 1): the Avro outage test kills the shared registry.
+# -v shows the figures the tests log (recovery times, request counts).
 ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTIDOTE_PYTHON="$python" \
-  go test -race -count=1 -timeout "$TIMEOUT" -run 'Integration' ./serde/...
+  go test -race -count=1 -p 1 -v -timeout "$TIMEOUT" -run 'Integration' ./serde/...

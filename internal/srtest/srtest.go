@@ -18,6 +18,7 @@ package srtest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -231,4 +232,18 @@ func (r *Registry) RegisterSchema(t testing.TB, subject string, s sr.Schema) int
 		t.Fatalf("srtest: register %s: %v", subject, err)
 	}
 	return id
+}
+
+// EnvLogs, set to 1, sends the logs of the code under test to stderr.
+const EnvLogs = "ANTIDOTE_TEST_LOGS"
+
+// Logger returns the logger for the code under test (consumers, registry
+// clients): it discards everything unless [EnvLogs] is 1, so that the
+// test logs (timings, request counts) stay readable with -v, as the test
+// command runs the schema-registry pass.
+func Logger() *slog.Logger {
+	if os.Getenv(EnvLogs) != "1" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
@@ -46,13 +45,9 @@ type Order struct {
 
 var meta = serde.Meta{Topic: "orders", Part: serde.Value}
 
-// quietLogger drops logs unless -v.
-func quietLogger() *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, nil))
-}
+// quietLogger drops the logs of the code under test unless
+// ANTIDOTE_TEST_LOGS=1 (srtest.Logger).
+func quietLogger() *slog.Logger { return srtest.Logger() }
 
 func newRegistry(t testing.TB, sreg *srtest.Registry, opts ...registry.Opt) *registry.Registry {
 	t.Helper()
