@@ -234,7 +234,8 @@ func (r *Registry) RegisterSchema(t testing.TB, subject string, s sr.Schema) int
 	return id
 }
 
-// EnvLogs, set to 1, sends the logs of the code under test to stderr.
+// EnvLogs names the environment variable that, set to 1, sends the logs of
+// the code under test to stderr.
 const EnvLogs = "ANTIDOTE_TEST_LOGS"
 
 // Logger returns the logger for the code under test (consumers, registry
