@@ -60,10 +60,10 @@ find_java() {
     $(ls -d /usr/lib/jvm/*/bin/java 2>/dev/null | sort -rV); do
     [ -x "$c" ] || continue
     v="$(java_major "$c")"
-    seen="$seen ${c%/bin/java}=${v:-?}"
+    seen="$seen $c (Java ${v:-?});"
     if [ -n "$v" ] && [ "$v" -ge $MIN_JAVA ]; then echo "$c"; return 0; fi
   done
-  die "no Java $MIN_JAVA or later found (Apicurio Registry $VERSION needs it); looked at JAVA_HOME, PATH and /usr/lib/jvm:${seen:- nothing there}. Install one (Debian: apt-get install openjdk-21-jre-headless, or a Temurin 21+ JDK) or set REGISTRY_JAVA"
+  die "no Java $MIN_JAVA or later found (Apicurio Registry $VERSION needs it); looked at JAVA_HOME, PATH and /usr/lib/jvm:${seen:- nothing there} Install one (Debian: apt-get install openjdk-21-jre-headless, or a Temurin 21+ JDK) or set REGISTRY_JAVA"
 }
 
 need_tools() {
