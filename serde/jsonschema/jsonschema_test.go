@@ -13,6 +13,7 @@ import (
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
 	"github.com/antidote-kafka/antidote/internal/srtest"
 	"github.com/antidote-kafka/antidote/serde"
+	"github.com/antidote-kafka/antidote/serde/avro"
 	"github.com/antidote-kafka/antidote/serde/jsonschema"
 	"github.com/antidote-kafka/antidote/serde/registry"
 )
@@ -206,4 +207,33 @@ func TestRegistryDown(t *testing.T) {
 func classified(err error) bool {
 	_, ok := failure.MarkOf(err)
 	return ok
+}
+
+// TestSharedBreaker: an avro.Registry's Registry field gives JSON Schema
+// the same cache and breaker: an outage seen by Avro lookups makes JSON
+// Schema lookups fail fast, without a request.
+func TestSharedBreaker(t *testing.T) {
+	sreg := srtest.New(t)
+	sreg.RequireFaults(t)
+	avroID := sreg.Register(t, subject("avro"), `{"type":"record","name":"A","fields":[{"name":"a","type":"long"}]}`)
+	jsonID := sreg.RegisterSchema(t, subject("orders"), sr.Schema{Schema: orderSchema, Type: sr.TypeJSON})
+	hc, calls := srtest.CountingClient()
+	areg, err := avro.NewRegistry(sreg.URL(), avro.HTTPClient(hc), avro.Logger(quietLogger()),
+		avro.CircuitBreaker(avro.BreakerConfig{Failures: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := must(avro.NewDeserializer[struct {
+		A int64 `avro:"a"`
+	}](areg, `{"type":"record","name":"A","fields":[{"name":"a","type":"long"}]}`))
+	jd := must(jsonschema.NewDeserializer[Order](areg.Registry))
+	sreg.Stop()
+	if _, err := ad.Deserialize(context.Background(), meta, append(avro.AppendWire(nil, avroID), 2)); !failure.IsTransient(err) {
+		t.Fatalf("avro, registry down: %v", err)
+	}
+	before := calls.Load()
+	_, err = jd.Deserialize(context.Background(), meta, frame(jsonID, `{"id":"a","amount":1}`))
+	if !registry.IsBreakerOpen(err) || !failure.IsTransient(err) || calls.Load() != before {
+		t.Fatalf("jsonschema after the Avro failure: %v (%d requests)", err, calls.Load()-before)
+	}
 }
