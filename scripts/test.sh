@@ -7,15 +7,22 @@
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
 #     integration tests (every test named *Integration*) again against it,
 #     then stops the broker.
+#  5. starts a real schema registry (Apicurio Registry, scripts/registry.sh;
+#     Java 21+) and a cached Python environment with confluent-kafka
+#     (scripts/python/venv.sh), and runs the schema-registry integration tests
+#     (serde/...) against it and the real broker, with Python's serializers as
+#     foreign producers, then stops the registry.
 #
-# With CI=true the real broker is mandatory: if it cannot start, the run fails.
-# Without CI, a missing Java or Maven skips step 4 with a warning.
-# SKIP_REAL_KAFKA=1 skips step 4 (never honoured when CI=true).
+# With CI=true the real broker and registry are mandatory: if one cannot
+# start, the run fails. Without CI, a missing Java or Maven skips steps 4-5
+# with a warning, a missing Java 21+ or Python environment skips step 5.
+# SKIP_REAL_KAFKA=1 skips steps 4-5 (never honoured when CI=true).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# Package pattern "work": every package of every module in go.work (the root
-# module and metrics/prom); "./..." would stop at metrics/prom's go.mod.
+# Package pattern "work": every package of every module in go.work (the core,
+# and the modules of serde/avro, serde/jsonschema, serde/protobuf,
+# metrics/prom and cmd/antidote); "./..." would stop at their go.mod files.
 step() { printf '\n==> %s\n' "$*"; }
 TIMEOUT="${TEST_TIMEOUT:-25m}"
 
@@ -73,3 +80,20 @@ if ! brokers="$(scripts/kafka.sh start)"; then
 fi
 echo "Apache Kafka $(scripts/kafka.sh version) at $brokers"
 ANTIDOTE_KAFKA_BROKERS="$brokers" go test -race -count=1 -timeout "$TIMEOUT" -run 'Integration' work
+
+step "schema-registry integration tests against a real Apicurio Registry"
+trap 'scripts/registry.sh stop; scripts/kafka.sh stop' EXIT
+if ! registry="$(scripts/registry.sh start)"; then
+  if [ "${CI:-}" = true ]; then echo "CI=true and the real schema registry did not start: it is mandatory"; exit 1; fi
+  echo "WARNING: the real schema registry did not start (see above); its tests skipped (CI=true makes this an error)"; exit 0
+fi
+echo "Apicurio Registry $(scripts/registry.sh version) at $registry"
+if ! python="$(scripts/python/venv.sh)"; then
+  if [ "${CI:-}" = true ]; then echo "CI=true and the Python environment could not be made: it is mandatory"; exit 1; fi
+  echo "WARNING: no Python environment; the foreign-producer tests will skip (CI=true makes this an error)"; python=""
+fi
+# One package at a time (-p 1): the Avro outage test kills the shared registry.
+# -v shows the figures the tests log (recovery times, request counts).
+ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTIDOTE_PYTHON="$python" \
+  go test -race -count=1 -p 1 -v -timeout "$TIMEOUT" -run 'Integration' \
+  ./serde/... ./serde/avro/... ./serde/jsonschema/... ./serde/protobuf/...

@@ -6,6 +6,8 @@ require (
 	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
 	github.com/antidote-kafka/antidote/metrics/prom v0.0.0-00010101000000-000000000000
 	github.com/antidote-kafka/antidote/serde/avro v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote/serde/jsonschema v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote/serde/protobuf v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
@@ -13,12 +15,15 @@ require (
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	github.com/twmb/franz-go/pkg/sr v1.8.0
 	github.com/twmb/franz-go/plugin/kprom v1.5.0
 	golang.org/x/term v0.48.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bufbuild/protocompile v0.14.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
 	github.com/hamba/avro/v2 v2.31.0 // indirect
@@ -31,16 +36,19 @@ require (
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
-	github.com/twmb/franz-go/pkg/sr v1.8.0 // indirect
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace (
 	github.com/antidote-kafka/antidote => ../..
 	github.com/antidote-kafka/antidote/metrics/prom => ../../metrics/prom
 	github.com/antidote-kafka/antidote/serde/avro => ../../serde/avro
+	github.com/antidote-kafka/antidote/serde/jsonschema => ../../serde/jsonschema
+	github.com/antidote-kafka/antidote/serde/protobuf => ../../serde/protobuf
 )

@@ -101,6 +101,20 @@ var poisonKinds = []poisonKind{
 	{"wrong-shape-json", "valid JSON of the wrong shape: string for int, array for object", func(i, _ int) []byte {
 		return []byte(wrongShapeJSON[i%len(wrongShapeJSON)])
 	}},
+	{"truncated-protobuf", "Confluent Protobuf framing (schema id 1, message index 0) with a body cut short", func(int, int) []byte {
+		// Field 1, length-delimited, claims 100 bytes and has 3.
+		return confluentFrame(1, []byte{0x00, 0x0a, 0x64, 'p', 'o', 'i'})
+	}},
+	{"bad-protobuf-indexes", "Confluent Protobuf framing (schema id 1) whose message-index array is cut short", func(int, int) []byte {
+		// The count says 2 indexes (zigzag 4); one follows, then nothing.
+		return confluentFrame(1, []byte{0x04, 0x02})
+	}},
+	{"framed-bad-json", "Confluent JSON Schema framing (schema id 1) around malformed JSON", func(i, _ int) []byte {
+		return confluentFrame(1, []byte(badJSON[i%len(badJSON)]))
+	}},
+	{"framed-wrong-shape-json", "Confluent JSON Schema framing (schema id 1) around a JSON array where a schema wants an object", func(int, int) []byte {
+		return confluentFrame(1, []byte(`[{"id": 42}, {"id": 43}]`))
+	}},
 }
 
 func findPoisonKind(name string) (poisonKind, bool) {

@@ -5,14 +5,24 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
+	"github.com/antidote-kafka/antidote/internal/srtest"
+	"github.com/antidote-kafka/antidote/serde"
+	"github.com/antidote-kafka/antidote/serde/jsonschema"
+	"github.com/antidote-kafka/antidote/serde/protobuf"
+	"github.com/antidote-kafka/antidote/serde/registry"
 )
 
 // readTopic reads n records of topic from the start.
@@ -114,9 +124,64 @@ func checkPoisonShape(t *testing.T, kind string, v []byte, size int) {
 		if !json.Valid(v) || json.Unmarshal(v, &o) == nil {
 			t.Errorf("wrong-shape-json %s: invalid, or decodes as an Order", v)
 		}
+	case "truncated-protobuf", "bad-protobuf-indexes":
+		_, err := protobufReader(t).Deserialize(context.Background(), serde.Meta{Topic: "t"}, v)
+		wantType := map[string]string{"truncated-protobuf": "*protobuf.DecodeError", "bad-protobuf-indexes": "*protobuf.WireError"}[kind]
+		if !failure.IsPermanent(err) || deadletter.ErrorType(err) != wantType {
+			t.Errorf("%s %x: %v (%s), want a permanent %s", kind, v, err, deadletter.ErrorType(err), wantType)
+		}
+	case "framed-bad-json", "framed-wrong-shape-json":
+		_, err := jsonSchemaReader(t).Deserialize(context.Background(), serde.Meta{Topic: "t"}, v)
+		wantType := map[string]string{"framed-bad-json": "*jsonschema.DecodeError", "framed-wrong-shape-json": "*jsonschema.ValidationError"}[kind]
+		if !failure.IsPermanent(err) || deadletter.ErrorType(err) != wantType {
+			t.Errorf("%s %q: %v (%s), want a permanent %s", kind, v, err, deadletter.ErrorType(err), wantType)
+		}
 	default:
 		t.Errorf("kind %s has no shape check", kind)
 	}
+}
+
+// poisonRegistry is an in-process registry whose schema id 1 is s, the id
+// the framed poison kinds carry.
+func poisonRegistry(t *testing.T, s sr.Schema) *registry.Registry {
+	t.Helper()
+	fake, err := srtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Stop)
+	if id := fake.RegisterSchema(t, "poison-value", s); id != 1 {
+		t.Fatalf("schema id %d, want 1", id)
+	}
+	reg, err := registry.New(fake.URL(), registry.Logger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// protobufReader decodes Protobuf written with schema id 1, a
+// google.protobuf.StringValue.
+func protobufReader(t *testing.T) *protobuf.Deserializer[*wrapperspb.StringValue] {
+	t.Helper()
+	reg := poisonRegistry(t, sr.Schema{Type: sr.TypeProtobuf,
+		Schema: `syntax = "proto3"; package google.protobuf; message StringValue { string value = 1; }`})
+	d, err := protobuf.NewDeserializer[*wrapperspb.StringValue](reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// jsonSchemaReader decodes JSON written with schema id 1, an object schema.
+func jsonSchemaReader(t *testing.T) *jsonschema.Deserializer[map[string]any] {
+	t.Helper()
+	reg := poisonRegistry(t, sr.Schema{Type: sr.TypeJSON, Schema: `{"type":"object","properties":{"id":{"type":"integer"}}}`})
+	d, err := jsonschema.NewDeserializer[map[string]any](reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func TestIntegrationPoisonSpread(t *testing.T) {

@@ -7,7 +7,10 @@
 // When ANTIDOTE_SCHEMA_REGISTRY_URL names a real registry (for example one
 // started by scripts/registry.sh), [New] uses it instead; fault injection
 // is then unavailable and tests that need it call [Registry.RequireFaults],
-// which skips them.
+// which skips them. A real registry started by scripts/registry.sh can be
+// killed (SIGKILL) and revived ([Registry.Kill], [Registry.Revive]; tests
+// call [Registry.RequireKill]). [Python] and [Registry.NewProducer] give
+// tests a foreign producer: Python's confluent-kafka and its serializers.
 //
 // [Start] starts the in-process registry outside tests (antidote demo).
 package srtest
@@ -15,6 +18,7 @@ package srtest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -107,17 +111,7 @@ func (r *Registry) RequireFaults(t testing.TB) {
 // Register registers schema (Avro) under subject and returns its id.
 func (r *Registry) Register(t testing.TB, subject, schema string) int {
 	t.Helper()
-	cl, err := sr.NewClient(sr.URLs(r.url))
-	if err != nil {
-		t.Fatalf("srtest: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	id, err := cl.RegisterSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro}, -1, -1)
-	if err != nil {
-		t.Fatalf("srtest: register %s: %v", subject, err)
-	}
-	return id
+	return r.RegisterSchema(t, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
 }
 
 // Requests returns the number of requests the in-process registry has
@@ -221,4 +215,36 @@ type countingTransport struct {
 func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.n.Add(1)
 	return t.next.RoundTrip(req)
+}
+
+// RegisterSchema registers s (any schema type) under subject and returns
+// its id.
+func (r *Registry) RegisterSchema(t testing.TB, subject string, s sr.Schema) int {
+	t.Helper()
+	cl, err := sr.NewClient(sr.URLs(r.url))
+	if err != nil {
+		t.Fatalf("srtest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id, err := cl.RegisterSchema(ctx, subject, s, -1, -1)
+	if err != nil {
+		t.Fatalf("srtest: register %s: %v", subject, err)
+	}
+	return id
+}
+
+// EnvLogs names the environment variable that, set to 1, sends the logs of
+// the code under test to stderr.
+const EnvLogs = "ANTIDOTE_TEST_LOGS"
+
+// Logger returns the logger for the code under test (consumers, registry
+// clients): it discards everything unless [EnvLogs] is 1, so that the
+// test logs (timings, request counts) stay readable with -v, as the test
+// command runs the schema-registry pass.
+func Logger() *slog.Logger {
+	if os.Getenv(EnvLogs) != "1" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }

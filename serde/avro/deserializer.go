@@ -14,11 +14,48 @@ import (
 	"github.com/antidote-kafka/antidote/serde"
 )
 
-// api is the Avro configuration of this package: the library's defaults,
-// with allocation limits that a corrupt length prefix cannot exceed.
-var api = avro.Config{MaxByteSliceSize: 8 << 20, MaxSliceAllocSize: 8 << 20}.Freeze()
+// api is the Avro configuration of the [Serializer]: the library's
+// defaults, with the decoder's largest limits.
+var api = avro.Config{MaxByteSliceSize: maxAlloc, MaxSliceAllocSize: maxAlloc}.Freeze()
 
-var readers = sync.Pool{New: func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(api)) }}
+// maxAlloc is the most elements an array, or bytes a string or bytes
+// value, may claim in any record.
+const maxAlloc = 8 << 20
+
+// A length prefix is read before the data it counts, and the Avro library
+// allocates what it claims before reading it: a 4-byte array count of
+// eight million strings is a 128 MiB allocation, however short the record.
+// So the limits scale with the record: a record of n bytes is decoded with
+// the first size class whose limit is at least n, and no array in it may
+// claim more elements, nor any string or bytes value more bytes, than that
+// limit. An element or a byte of data takes at least one byte on the wire,
+// so no valid record is refused, except one with an array of more than
+// limit elements that take no bytes (nulls, empty records).
+var classes = func() []sizeClass {
+	var cs []sizeClass
+	for _, limit := range []int{4 << 10, 64 << 10, 1 << 20, maxAlloc} {
+		cfg := avro.Config{MaxByteSliceSize: limit, MaxSliceAllocSize: limit}.Freeze()
+		cs = append(cs, sizeClass{limit: limit, readers: &sync.Pool{New: func() any {
+			return avro.NewReader(nil, 0, avro.WithReaderConfig(cfg))
+		}}})
+	}
+	return cs
+}()
+
+type sizeClass struct {
+	limit   int
+	readers *sync.Pool // *avro.Reader with the class's limits
+}
+
+// readerFor returns the reader pool of a payload of n bytes.
+func readerFor(n int) *sync.Pool {
+	for _, c := range classes[:len(classes)-1] {
+		if n <= c.limit {
+			return c.readers
+		}
+	}
+	return classes[len(classes)-1].readers
+}
 
 // errTruncated is the reason of a DecodeError for data that ends inside
 // the record.
@@ -28,14 +65,15 @@ var errTruncated = errors.New("truncated: the data ends inside the record")
 // ends inside the record is an error: Unmarshal reads io.EOF as success, so
 // a record cut at a field boundary would decode silently into zero values.
 func unmarshal(s avro.Schema, data []byte, v any) error {
-	r := readers.Get().(*avro.Reader)
+	pool := readerFor(len(data))
+	r := pool.Get().(*avro.Reader)
 	r.Reset(data)
 	r.Error = nil
 	r.ReadVal(s, v)
 	err := r.Error
 	r.Reset(nil)
 	r.Error = nil
-	readers.Put(r)
+	pool.Put(r)
 	if errors.Is(err, io.EOF) {
 		return errTruncated
 	}

@@ -13,7 +13,9 @@
 //	c, err := consumer.New(consumer.Config[[]byte, Order]{..., Value: orders})
 //
 // Share one [Registry] per registry in a process: it owns the schema cache
-// and the circuit breaker.
+// and the circuit breaker. It wraps the format-neutral client of package
+// serde/registry, which the other formats (serde/jsonschema) take:
+// give them reg.Registry to share the cache and the breaker.
 //
 // # Schemas and types
 //
@@ -30,7 +32,7 @@
 // hamba/avro is used because it is the fastest pure-Go Avro library (a
 // cached, reflection-free decoder per schema and type), it implements
 // writer-to-reader schema resolution (SchemaCompatibility.Resolve), it
-// bounds the allocations a corrupt length can cause, and it decodes
+// can bound the allocations a corrupt length causes (see Limits), and it decodes
 // straight into Go structs without generated code.
 //
 // # Shared topics
@@ -95,6 +97,26 @@
 // [Breaker.Closed] and [Breaker.Wait] let a consumer show the state and
 // wake its waiting partitions the moment the registry is back.
 //
+// The breaker paces the records that wait for it: the failure that opens
+// it, every failed probe and every error while it is open carry
+// failure.RetryAfter(time until the next probe), so a consumer that honours
+// the hint wakes each such record when the probe is due rather than at its
+// own, possibly much longer, backoff. When a probe succeeds, a hook wakes
+// the rest at once:
+//
+//	reg.Breaker().OnStateChange(func(_, to avro.State) {
+//		if to == avro.Closed {
+//			c.WakeRetries()
+//		}
+//	})
+//
+// A panic in a registry call (in the HTTP client, or in a transport given
+// with [HTTPClient]) is recovered: it is a transient [*RegistryError]
+// holding a *serde.PanicError for every caller waiting on that lookup, and
+// it counts as a failed call for the breaker, which never stays half-open.
+// A panic while parsing a returned schema makes that schema unusable: a
+// permanent [*SchemaError].
+//
 // # Authentication and TLS
 //
 // [BasicAuth] sets the credentials of managed registries (API key and
@@ -106,4 +128,19 @@
 //
 // Schema references, and schema types other than AVRO, are reported as
 // [*SchemaError]. Bytes after the end of the Avro record are ignored.
+//
+// The memory one record can make the decoder allocate is bounded by the
+// record's size. Avro writes a length before the data it counts, and the
+// Avro library allocates what a length claims before reading the data, so
+// a 9-byte poison pill whose array claims eight million strings would cost
+// 128 MiB. Here a record of n bytes is decoded with the limit of the first
+// size class of 4 KiB, 64 KiB, 1 MiB and 8 MiB that holds it: no array may
+// claim more elements, nor any string or bytes value more bytes, than that
+// limit (MaxSliceAllocSize and MaxByteSliceSize of hamba/avro), and such a
+// claim is a permanent [*DecodeError]. A short poison pill thus allocates
+// at most 4096 elements per array, and any record at most its class's
+// limit times the size of the Go element type, per level of nesting. Since
+// every element and every byte of data takes at least one byte on the
+// wire, no valid record is refused, except one whose array holds more
+// elements that take no bytes (nulls, empty records) than its limit.
 package avro

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/antidote-kafka/antidote/serde/registry"
 )
 
 var (
@@ -24,9 +26,10 @@ var (
 	ErrUnknownType = errors.New("avro: unknown writer type")
 
 	// ErrBreakerOpen is the cause of the transient error returned, without
-	// asking the registry, while the circuit breaker is open. The error
-	// carries a failure.RetryAfter hint: the time until the next probe.
-	ErrBreakerOpen = errors.New("avro: schema registry circuit breaker open")
+	// asking the registry, while the circuit breaker is open
+	// (registry.ErrBreakerOpen). The error carries a failure.RetryAfter
+	// hint: the time until the next probe.
+	ErrBreakerOpen = registry.ErrBreakerOpen
 )
 
 // stage is the name of this package's codec in serde errors and dead-letter
@@ -133,35 +136,31 @@ func (e *DecodeError) Error() string {
 	return fmt.Sprintf("avro: decoding with schema id %d: %s", e.ID, e.Reason)
 }
 
-// RegistryError reports a failed registry call that may succeed later: the
-// registry is unreachable, timed out, answered 5xx or 429 (or any error
-// other than "schema not found"), or the circuit breaker is open
-// (Err is [ErrBreakerOpen]). It is always returned marked transient, with
-// failure.RetryAfter when the registry or the breaker gave a hint.
-type RegistryError struct {
-	// ID is the schema id looked up, or 0 for a registration.
-	ID int
-	// Subject is the subject registered to, or "" for a lookup.
-	Subject string
-	// Err is the cause: a network error, a *failure.HTTPError carrying the
-	// status, or ErrBreakerOpen.
-	Err error
-}
-
-// Error returns e.g. "avro: schema registry: looking up schema id 7: <Err>".
-func (e *RegistryError) Error() string {
-	if e.Subject != "" {
-		return "avro: schema registry: registering to subject " + e.Subject + ": " + e.Err.Error()
-	}
-	return "avro: schema registry: looking up schema id " + strconv.Itoa(e.ID) + ": " + e.Err.Error()
-}
-
-// Unwrap returns e.Err.
-func (e *RegistryError) Unwrap() error { return e.Err }
+// RegistryError reports a failed registry call that may succeed later
+// (registry.RegistryError): the registry is unreachable, timed out,
+// answered 5xx or 429 (or any error other than "schema not found"), or the
+// circuit breaker is open (Err is [ErrBreakerOpen]). It is returned marked
+// transient, with failure.RetryAfter when the registry or the breaker gave
+// a hint.
+type RegistryError = registry.RegistryError
 
 // IsBreakerOpen reports whether err was returned, without a registry call,
 // because the circuit breaker is open.
-func IsBreakerOpen(err error) bool { return errors.Is(err, ErrBreakerOpen) }
+func IsBreakerOpen(err error) bool { return registry.IsBreakerOpen(err) }
+
+// SchemaError reports a schema the registry returned that this package
+// cannot use: not Avro, not parseable, or with references. Permanent.
+type SchemaError struct {
+	// ID is the schema id.
+	ID int
+	// Reason says what is wrong.
+	Reason string
+}
+
+// Error returns "avro: schema id 7 unusable: <Reason>".
+func (e *SchemaError) Error() string {
+	return "avro: schema id " + strconv.Itoa(e.ID) + " unusable: " + e.Reason
+}
 
 var (
 	_ error = (*WireError)(nil)
@@ -169,5 +168,5 @@ var (
 	_ error = (*UnknownTypeError)(nil)
 	_ error = (*ResolveError)(nil)
 	_ error = (*DecodeError)(nil)
-	_ error = (*RegistryError)(nil)
+	_ error = (*SchemaError)(nil)
 )

@@ -23,7 +23,9 @@ func FuzzParseWire(f *testing.F) {
 
 // FuzzDeserialize: decoding arbitrary bytes with a known schema id must not
 // panic, allocate without bound, or succeed on garbage silently in a way that
-// breaks later decodes.
+// breaks later decodes. The registry is set up once; each input costs a
+// decode (a few microseconds), and the allocation limits keep a hostile
+// length from costing more (see the package documentation, "Limits").
 func FuzzDeserialize(f *testing.F) {
 	sreg := srtest.New(f)
 	schema := `{"type":"record","name":"Order","namespace":"com.acme","fields":[

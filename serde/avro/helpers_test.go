@@ -1,9 +1,7 @@
 package avro_test
 
 import (
-	"io"
 	"log/slog"
-	"os"
 	"testing"
 
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
@@ -52,13 +50,9 @@ type audit struct {
 	Who string `avro:"who"`
 }
 
-// quietLogger drops the breaker's logs unless -v.
-func quietLogger() *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, nil))
-}
+// quietLogger drops the logs of the code under test unless
+// ANTIDOTE_TEST_LOGS=1 (srtest.Logger).
+func quietLogger() *slog.Logger { return srtest.Logger() }
 
 // newRegistry returns a client of reg with quiet logs.
 func newRegistry(t testing.TB, reg *srtest.Registry, opts ...avro.Opt) *avro.Registry {

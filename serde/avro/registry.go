@@ -3,14 +3,10 @@ package avro
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,97 +14,75 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde/registry"
 )
 
-// An Opt configures a [Registry].
-type Opt func(*config)
+// An Opt configures a [Registry]. It is a registry.Opt.
+type Opt = registry.Opt
 
-type config struct {
-	user, pass  string
-	tls         *tls.Config
-	caFile      string
-	httpClient  *http.Client
-	timeout     time.Duration
-	breaker     BreakerConfig
-	log         *slog.Logger
-	notFoundTTL time.Duration
-}
+// BreakerConfig configures the circuit breaker around the registry
+// (registry.BreakerConfig). The zero value is a valid default.
+type BreakerConfig = registry.BreakerConfig
+
+// Breaker is the circuit breaker around one [Registry]'s lookups
+// (registry.Breaker).
+type Breaker = registry.Breaker
+
+// State is the state of a [Breaker] (registry.State).
+type State = registry.State
+
+// The states of a [Breaker].
+const (
+	Closed   = registry.Closed
+	Open     = registry.Open
+	HalfOpen = registry.HalfOpen
+)
 
 // BasicAuth authenticates every request with HTTP basic auth (a managed
 // registry's API key and secret). Default: no authentication.
-func BasicAuth(user, pass string) Opt {
-	return func(c *config) { c.user, c.pass = user, pass }
-}
+func BasicAuth(user, pass string) Opt { return registry.BasicAuth(user, pass) }
 
 // TLSConfig sets the TLS configuration of the registry connections (client
 // certificates, a private CA). Default: the system roots.
-func TLSConfig(t *tls.Config) Opt {
-	return func(c *config) { c.tls = t }
-}
+func TLSConfig(t *tls.Config) Opt { return registry.TLSConfig(t) }
 
 // CAFile trusts the PEM certificates in path, in addition to the TLS
 // configuration's roots (or instead of the system roots if it has none).
 // [NewRegistry] fails if the file cannot be read. Default: none.
-func CAFile(path string) Opt {
-	return func(c *config) { c.caFile = path }
-}
+func CAFile(path string) Opt { return registry.CAFile(path) }
 
 // HTTPClient sets the HTTP client. Its Transport is used as is (wrapped to
 // read Retry-After headers), except that [TLSConfig] and [CAFile] require it
 // to be nil or an *http.Transport. Default: a client on a clone of
 // http.DefaultTransport.
-func HTTPClient(hc *http.Client) Opt {
-	return func(c *config) { c.httpClient = hc }
-}
+func HTTPClient(hc *http.Client) Opt { return registry.HTTPClient(hc) }
 
 // Timeout bounds one registry request. Default: 5s.
-func Timeout(d time.Duration) Opt {
-	return func(c *config) { c.timeout = d }
-}
+func Timeout(d time.Duration) Opt { return registry.Timeout(d) }
 
 // CircuitBreaker configures the circuit breaker around the registry.
 // Default: the zero [BreakerConfig].
-func CircuitBreaker(b BreakerConfig) Opt {
-	return func(c *config) { c.breaker = b }
-}
+func CircuitBreaker(b BreakerConfig) Opt { return registry.CircuitBreaker(b) }
 
 // Logger receives the breaker's state changes. Default: slog.Default().
-func Logger(l *slog.Logger) Opt {
-	return func(c *config) { c.log = l }
-}
+func Logger(l *slog.Logger) Opt { return registry.Logger(l) }
 
 // NotFoundTTL is how long "schema id not found" is remembered, so that a
 // storm of records with an unknown id does not become a storm of requests.
 // Default: 30s. A negative value disables it.
-func NotFoundTTL(d time.Duration) Opt {
-	return func(c *config) { c.notFoundTTL = d }
-}
+func NotFoundTTL(d time.Duration) Opt { return registry.NotFoundTTL(d) }
 
-// Registry is a client of a Confluent-compatible schema registry, with a
-// cache of schemas by id, request deduplication and a circuit breaker
-// ([Breaker]). Create one per registry and share it between all
-// deserializers and serializers of the process: the cache and the breaker
-// are its. It is safe for concurrent use.
-//
-// A schema id is immutable, so a schema is fetched once per process: later
-// lookups are answered from memory (a lock-free map read) and concurrent
-// lookups of one id share one request.
+// Registry is a client of a Confluent-compatible schema registry for Avro:
+// the shared *registry.Registry (its cache of schemas by id, request
+// deduplication and circuit breaker), plus a cache of parsed Avro writer
+// schemas. Create one per registry and share it between all deserializers
+// and serializers of the process; give its Registry field to the codecs of
+// other formats (serde/jsonschema) to share the cache and the breaker. It
+// is safe for concurrent use.
 type Registry struct {
-	cl      *sr.Client
-	timeout time.Duration
-	br      *Breaker
-	ttl     time.Duration
-
-	schemas  sync.Map // int → *writer
-	ids      sync.Map // regKey → int
-	lookups  flight[int, *writer]
-	registry flight[regKey, int]
-
-	mu      sync.Mutex
-	missing map[int]time.Time // ids not found, until when
+	*registry.Registry
+	writers sync.Map // int → *writer
 }
-
-type regKey struct{ subject, schema string }
 
 // writer is a writer schema from the registry.
 type writer struct {
@@ -120,157 +94,42 @@ type writer struct {
 // NewRegistry returns a client of the registry at url (several URLs,
 // separated by commas, are tried in order on network errors).
 func NewRegistry(url string, opts ...Opt) (*Registry, error) {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	if strings.TrimSpace(url) == "" {
-		return nil, errors.New("avro: NewRegistry: empty registry URL")
-	}
-	if c.timeout <= 0 {
-		c.timeout = 5 * time.Second
-	}
-	if c.log == nil {
-		c.log = slog.Default()
-	}
-	if c.notFoundTTL == 0 {
-		c.notFoundTTL = 30 * time.Second
-	}
-	hc, err := c.client()
-	if err != nil {
-		return nil, err
-	}
-	srOpts := []sr.ClientOpt{sr.URLs(strings.Split(url, ",")...), sr.HTTPClient(hc), sr.UserAgent("antidote")}
-	if c.user != "" || c.pass != "" {
-		srOpts = append(srOpts, sr.BasicAuth(c.user, c.pass))
-	}
-	cl, err := sr.NewClient(srOpts...)
+	r, err := registry.New(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("avro: NewRegistry: %w", err)
 	}
-	return &Registry{
-		cl:      cl,
-		timeout: c.timeout,
-		br:      newBreaker(c.breaker, c.log.With("registry", url)),
-		ttl:     c.notFoundTTL,
-		missing: make(map[int]time.Time),
-	}, nil
+	return &Registry{Registry: r}, nil
 }
-
-// client builds the HTTP client: TLS settings applied, transport wrapped to
-// capture Retry-After.
-func (c *config) client() (*http.Client, error) {
-	hc := &http.Client{}
-	if c.httpClient != nil {
-		*hc = *c.httpClient
-	}
-	hc.Timeout = 0 // each request is bounded by its context
-	tr := hc.Transport
-	if c.tls != nil || c.caFile != "" {
-		var base *http.Transport
-		switch t := tr.(type) {
-		case nil:
-			base = http.DefaultTransport.(*http.Transport).Clone()
-		case *http.Transport:
-			base = t.Clone()
-		default:
-			return nil, errors.New("avro: NewRegistry: TLSConfig and CAFile need an HTTPClient whose Transport is nil or an *http.Transport")
-		}
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if c.tls != nil {
-			tc = c.tls.Clone()
-		}
-		if c.caFile != "" {
-			pem, err := os.ReadFile(c.caFile)
-			if err != nil {
-				return nil, fmt.Errorf("avro: NewRegistry: CAFile: %w", err)
-			}
-			if tc.RootCAs == nil {
-				tc.RootCAs = x509.NewCertPool()
-			}
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("avro: NewRegistry: CAFile: no PEM certificate in %s", c.caFile)
-			}
-		}
-		base.TLSClientConfig = tc
-		tr = base
-	}
-	if tr == nil {
-		tr = http.DefaultTransport.(*http.Transport).Clone()
-	}
-	hc.Transport = hintTransport{tr}
-	return hc, nil
-}
-
-// Breaker returns the circuit breaker around the registry.
-func (r *Registry) Breaker() *Breaker { return r.br }
-
-// Client returns the franz-go registry client, for calls this package does
-// not make (compatibility checks, subjects). They bypass the cache and the
-// breaker.
-func (r *Registry) Client() *sr.Client { return r.cl }
 
 // lookup returns the writer schema of id.
 func (r *Registry) lookup(ctx context.Context, id int) (*writer, error) {
-	if w, ok := r.schemas.Load(id); ok {
+	if w, ok := r.writers.Load(id); ok {
 		return w.(*writer), nil
 	}
-	return r.lookupSlow(ctx, id)
-}
-
-func (r *Registry) lookupSlow(ctx context.Context, id int) (*writer, error) {
-	r.mu.Lock()
-	until, ok := r.missing[id]
-	if ok && time.Now().After(until) {
-		delete(r.missing, id)
-		ok = false
-	}
-	r.mu.Unlock()
-	if ok {
-		return nil, failure.Permanent(&UnknownSchemaError{ID: id})
-	}
-	if w, open := r.br.openFor(); open {
-		return nil, failure.RetryAfter(w, &RegistryError{ID: id, Err: ErrBreakerOpen})
-	}
-	return r.lookups.do(ctx, id, func() (*writer, error) { return r.fetch(ctx, id) })
-}
-
-// fetch asks the registry for schema id. It runs in its own goroutine, on
-// a context that is not canceled with the caller's.
-func (r *Registry) fetch(ctx context.Context, id int) (*writer, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
-	defer cancel()
-	probe, wait, ok := r.br.allow(ctx)
-	if !ok {
-		return nil, failure.RetryAfter(wait, &RegistryError{ID: id, Err: ErrBreakerOpen})
-	}
-	h := new(hint)
-	s, err := r.cl.SchemaByID(context.WithValue(ctx, hintKey{}, h), id)
+	s, err := r.Schema(ctx, id)
 	if err != nil {
-		if re, ok := errors.AsType[*sr.ResponseError](err); ok && re.ErrorCode == sr.ErrSchemaNotFound.Code {
-			r.br.done(probe, false, 0)
-			if r.ttl > 0 {
-				r.mu.Lock()
-				r.missing[id] = time.Now().Add(r.ttl)
-				r.mu.Unlock()
-			}
+		if errors.Is(err, registry.ErrUnknownSchema) {
 			return nil, failure.Permanent(&UnknownSchemaError{ID: id})
 		}
-		r.br.done(probe, true, h.after)
-		return nil, registryErr(&RegistryError{ID: id, Err: httpErr(err)}, h)
+		return nil, err
 	}
-	r.br.done(probe, false, 0)
 	w, err := parseWriter(id, s)
 	if err != nil {
 		return nil, err
 	}
-	r.schemas.Store(id, w)
-	return w, nil
+	v, _ := r.writers.LoadOrStore(id, w)
+	return v.(*writer), nil
 }
 
 // parseWriter parses a registry schema. Each schema gets its own name cache:
-// two versions of com.acme.Order must not see each other.
-func parseWriter(id int, s sr.Schema) (*writer, error) {
+// two versions of com.acme.Order must not see each other. A panic of the
+// Avro library on a hostile schema makes it unusable: permanent.
+func parseWriter(id int, s sr.Schema) (w *writer, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w, err = nil, failure.Permanent(&SchemaError{ID: id, Reason: fmt.Sprintf("panic parsing it: %v", p)})
+		}
+	}()
 	if s.Type != sr.TypeAvro {
 		return nil, failure.Permanent(&SchemaError{ID: id, Reason: "schema type is " + s.Type.String() + ", not AVRO"})
 	}
@@ -296,143 +155,5 @@ func nameOf(s avro.Schema) string {
 // registered yet, and returns its id. The id is cached: one request per
 // subject and schema per process. It goes through the circuit breaker.
 func (r *Registry) Register(ctx context.Context, subject, schema string) (int, error) {
-	k := regKey{subject, schema}
-	if id, ok := r.ids.Load(k); ok {
-		return id.(int), nil
-	}
-	if w, open := r.br.openFor(); open {
-		return 0, failure.RetryAfter(w, &RegistryError{Subject: subject, Err: ErrBreakerOpen})
-	}
-	return r.registry.do(ctx, k, func() (int, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
-		defer cancel()
-		probe, wait, ok := r.br.allow(ctx)
-		if !ok {
-			return 0, failure.RetryAfter(wait, &RegistryError{Subject: subject, Err: ErrBreakerOpen})
-		}
-		h := new(hint)
-		id, err := r.cl.RegisterSchema(context.WithValue(ctx, hintKey{}, h), subject, sr.Schema{Schema: schema, Type: sr.TypeAvro}, -1, -1)
-		if err != nil {
-			if re, ok := errors.AsType[*sr.ResponseError](err); ok && (re.StatusCode == http.StatusConflict || re.StatusCode == http.StatusUnprocessableEntity) {
-				// Incompatible or invalid schema: the registry answered.
-				r.br.done(probe, false, 0)
-				return 0, failure.Permanent(&RegistryError{Subject: subject, Err: httpErr(err)})
-			}
-			r.br.done(probe, true, h.after)
-			return 0, registryErr(&RegistryError{Subject: subject, Err: httpErr(err)}, h)
-		}
-		r.br.done(probe, false, 0)
-		r.ids.Store(k, id)
-		return id, nil
-	})
-}
-
-// registryErr marks a registry failure transient, with the hint if any.
-func registryErr(e *RegistryError, h *hint) error {
-	if h.ok {
-		return failure.RetryAfter(h.after, e)
-	}
-	return failure.Transient(e)
-}
-
-// httpErr puts the status of a registry response in a *failure.HTTPError.
-func httpErr(err error) error {
-	if re, ok := errors.AsType[*sr.ResponseError](err); ok {
-		return &failure.HTTPError{StatusCode: re.StatusCode, Err: err}
-	}
-	return err
-}
-
-// SchemaError reports a schema the registry returned that this package
-// cannot use: not Avro, not parseable, or with references. Permanent.
-type SchemaError struct {
-	// ID is the schema id.
-	ID int
-	// Reason says what is wrong.
-	Reason string
-}
-
-// Error returns "avro: schema id 7 unusable: <Reason>".
-func (e *SchemaError) Error() string {
-	return "avro: schema id " + strconv.Itoa(e.ID) + " unusable: " + e.Reason
-}
-
-// hint receives the Retry-After of a response, through the request context.
-type hint struct {
-	after time.Duration
-	ok    bool
-}
-
-type hintKey struct{}
-
-// hintTransport records the Retry-After header of 429 and 503 responses in
-// the request context's *hint: sr.ResponseError does not carry headers.
-type hintTransport struct{ next http.RoundTripper }
-
-func (t hintTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) {
-		return resp, err
-	}
-	if h, ok := req.Context().Value(hintKey{}).(*hint); ok {
-		h.after, h.ok = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	}
-	return resp, err
-}
-
-// parseRetryAfter parses a Retry-After value: seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.Atoi(v); err == nil {
-		return time.Duration(max(s, 0)) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
-}
-
-// flight deduplicates concurrent calls with the same key: one runs fn, in
-// its own goroutine; every caller waits for it or for its own ctx.
-type flight[K comparable, V any] struct {
-	mu    sync.Mutex
-	calls map[K]*call[V]
-}
-
-type call[V any] struct {
-	done chan struct{}
-	v    V
-	err  error
-}
-
-func (f *flight[K, V]) do(ctx context.Context, k K, fn func() (V, error)) (V, error) {
-	f.mu.Lock()
-	c, ok := f.calls[k]
-	if !ok {
-		if f.calls == nil {
-			f.calls = make(map[K]*call[V])
-		}
-		c = &call[V]{done: make(chan struct{})}
-		f.calls[k] = c
-		go func() {
-			defer func() {
-				f.mu.Lock()
-				delete(f.calls, k)
-				f.mu.Unlock()
-				close(c.done)
-			}()
-			c.v, c.err = fn()
-		}()
-	}
-	f.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.v, c.err
-	case <-ctx.Done():
-		var zero V
-		return zero, ctx.Err()
-	}
+	return r.Registry.Register(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
 }

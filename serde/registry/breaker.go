@@ -1,4 +1,4 @@
-package avro
+package registry
 
 import (
 	"context"
@@ -68,6 +68,7 @@ var defaultProbe = backoff.Exponential{Initial: 500 * time.Millisecond, Multipli
 type Breaker struct {
 	cfg BreakerConfig
 	log *slog.Logger
+	now func() time.Time // time.Now; a test's clock
 
 	mu        sync.Mutex
 	state     State
@@ -88,7 +89,7 @@ func newBreaker(cfg BreakerConfig, log *slog.Logger) *Breaker {
 	}
 	ch := make(chan struct{})
 	close(ch)
-	return &Breaker{cfg: cfg, log: log, closedCh: ch}
+	return &Breaker{cfg: cfg, log: log, now: time.Now, closedCh: ch}
 }
 
 // State returns the current state.
@@ -142,7 +143,7 @@ func (b *Breaker) allow(ctx context.Context) (probe bool, wait time.Duration, ok
 			b.mu.Unlock()
 			return false, 0, true
 		case Open:
-			if w := time.Until(b.next); w > 0 {
+			if w := b.next.Sub(b.now()); w > 0 {
 				b.mu.Unlock()
 				return false, w, false
 			}
@@ -165,10 +166,13 @@ func (b *Breaker) allow(ctx context.Context) (probe bool, wait time.Duration, ok
 
 // done reports the outcome of a call let through by allow. failed is true
 // for a transient failure (the registry did not answer usefully); hint is a
-// Retry-After from the registry, 0 if none.
-func (b *Breaker) done(probe, failed bool, hint time.Duration) {
+// Retry-After from the registry, 0 if none. When the breaker is open after
+// it, done returns the time until the next probe, which the caller puts in
+// its error (failure.RetryAfter): the record then waits for the probe, not
+// for its own backoff.
+func (b *Breaker) done(probe, failed bool, hint time.Duration) (untilProbe time.Duration, open bool) {
 	if b.cfg.Disabled {
-		return
+		return 0, false
 	}
 	b.mu.Lock()
 	from := b.state
@@ -184,14 +188,14 @@ func (b *Breaker) done(probe, failed bool, hint time.Duration) {
 		}
 	case probe && from == HalfOpen:
 		b.attempt++
-		b.next = time.Now().Add(max(b.interval(b.attempt), hint))
+		b.next = b.now().Add(max(b.interval(b.attempt), hint))
 		hooks = b.setLocked(Open)
 	case from == Closed:
 		b.fails++
 		if b.fails >= b.cfg.Failures {
 			b.fails = 0
 			b.attempt = 1
-			b.next = time.Now().Add(max(b.interval(1), hint))
+			b.next = b.now().Add(max(b.interval(1), hint))
 			b.closedCh = make(chan struct{})
 			hooks = b.setLocked(Open)
 		}
@@ -203,13 +207,18 @@ func (b *Breaker) done(probe, failed bool, hint time.Duration) {
 		close(b.probeDone)
 		b.probeDone = nil
 	}
+	now := b.now()
 	b.mu.Unlock()
 	if from != to {
 		if to == Open {
-			b.log.Warn("schema registry circuit breaker open", "from", from.String(), "failed_probes", attempt-1, "next_probe_in", time.Until(next).Round(time.Millisecond))
+			b.log.Warn("schema registry circuit breaker open", "from", from.String(), "failed_probes", attempt-1, "next_probe_in", next.Sub(now).Round(time.Millisecond))
 		}
 		b.notify(from, to, hooks)
 	}
+	if to == Open {
+		return max(next.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // setLocked sets the state and returns the hooks to call.
@@ -261,6 +270,6 @@ func (b *Breaker) openFor() (time.Duration, bool) {
 	if b.state != Open {
 		return 0, false
 	}
-	w := time.Until(b.next)
+	w := b.next.Sub(b.now())
 	return w, w > 0
 }

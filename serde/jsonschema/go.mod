@@ -1,0 +1,31 @@
+module github.com/antidote-kafka/antidote/serde/jsonschema
+
+go 1.26.0
+
+require (
+	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote/serde/avro v0.0.0-00010101000000-000000000000
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/sr v1.8.0
+	golang.org/x/text v0.44.0
+)
+
+require (
+	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/hamba/avro/v2 v2.31.0 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.2 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
+)
+
+replace (
+	github.com/antidote-kafka/antidote => ../..
+	github.com/antidote-kafka/antidote/serde/avro => ../avro
+)
