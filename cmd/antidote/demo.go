@@ -666,6 +666,22 @@ func (r *demoRun) outage(ctx context.Context) {
 	}
 	d.down.Store(true)
 	r.live.event(fmt.Sprintf("  %5.1fs  %s DOWN: %s", time.Since(r.start).Seconds(), d.name, d.downEvent))
+	// The outage lasts opts.outage from the moment a record first meets
+	// it (at most outageWait later), so that the story is told even when
+	// the consumer lags behind the producer on a busy machine.
+	met := time.NewTicker(10 * time.Millisecond)
+	defer met.Stop()
+	give := time.NewTimer(outageWait)
+	defer give.Stop()
+	for before := d.failures.Load(); d.failures.Load() == before; {
+		select {
+		case <-ctx.Done():
+		case <-give.C:
+		case <-met.C:
+			continue
+		}
+		break
+	}
 	t := time.NewTimer(r.opts.outage)
 	defer t.Stop()
 	select {
@@ -682,8 +698,11 @@ func (r *demoRun) outage(ctx context.Context) {
 	}
 	d.down.Store(false)
 	r.live.event(fmt.Sprintf("  %5.1fs  %s UP again after %.1fs: %s",
-		time.Since(r.start).Seconds(), d.name, r.opts.outage.Seconds(), d.upEvent))
+		time.Since(r.start).Seconds(), d.name, d.end.Sub(d.start).Seconds(), d.upEvent))
 }
+
+// outageWait bounds how long an outage waits for a record to meet it.
+const outageWait = 30 * time.Second
 
 func (r *demoRun) producedCount() int {
 	r.ledger.mu.Lock()
