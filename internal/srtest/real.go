@@ -9,29 +9,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
-// RepoRoot returns the root of the repository (the folder with go.mod),
-// found upwards from the working directory.
+// RepoRoot returns the root of the repository (the folder with go.work).
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
+	// This file is internal/srtest/real.go of the repository: the root is
+	// two folders up. (A go.mod is no landmark: the formats are modules of
+	// their own.)
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("srtest: cannot tell where the repository is")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("srtest: no go.mod above the working directory")
-		}
-		dir = parent
+	root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	if _, err := os.Stat(filepath.Join(root, "go.work")); err != nil {
+		t.Fatalf("srtest: %s is not the repository root: %v", root, err)
 	}
+	return root
 }
 
 // RequireKill skips the test unless the registry can be killed and
