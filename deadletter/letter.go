@@ -156,6 +156,22 @@ func (l *Letter) Summary() string {
 	return l.Reason
 }
 
+// RootCause is the last "Caused by:" line of the letter's stack trace
+// (Java's innermost cause: "java.io.CharConversionException: Invalid
+// UTF-8 start byte 0xff"), without the prefix; "" when there is none.
+func (l *Letter) RootCause() string {
+	const cb = "Caused by: "
+	i := strings.LastIndex(l.StackTrace, cb)
+	if i < 0 {
+		return ""
+	}
+	s := l.StackTrace[i+len(cb):]
+	if j := strings.IndexAny(s, "\r\n"); j >= 0 {
+		s = s[:j]
+	}
+	return strings.TrimSpace(s)
+}
+
 // headerView indexes the headers of one dialect by name.
 type headerView struct {
 	first, last map[string][]byte

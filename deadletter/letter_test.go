@@ -251,3 +251,39 @@ func TestRedriveConfig(t *testing.T) {
 		t.Errorf("Validate = %v", err)
 	}
 }
+
+func TestFilterRelative(t *testing.T) {
+	l, _ := deadletter.Parse(rec(antidoteLetter(nil, "orders", 0, 1)))
+	now := l.Record.Timestamp.Add(2 * time.Hour)
+	for _, tt := range []struct {
+		f    deadletter.Filter
+		want bool
+	}{
+		{deadletter.Filter{MaxAge: 3 * time.Hour}, true},
+		{deadletter.Filter{MaxAge: time.Hour}, false},
+		{deadletter.Filter{MinAge: time.Hour}, true},
+		{deadletter.Filter{MinAge: 3 * time.Hour}, false},
+		// The narrower bound wins.
+		{deadletter.Filter{MaxAge: 3 * time.Hour, Since: now.Add(-time.Hour)}, false},
+	} {
+		if got := tt.f.At(now).Match(l); got != tt.want {
+			t.Errorf("%+v.At(now).Match = %v, want %v", tt.f, got, tt.want)
+		}
+	}
+	// The canonical text of a relative filter does not depend on when it
+	// is taken, and ignores the case of stage and class.
+	a := deadletter.Filter{MaxAge: 7 * 24 * time.Hour, Stage: "Process"}
+	b := deadletter.Filter{MaxAge: 7 * 24 * time.Hour, Stage: "process"}
+	if a.Canonical() != b.Canonical() || !strings.Contains(a.Canonical(), "max-age") {
+		t.Errorf("canonical %q vs %q", a.Canonical(), b.Canonical())
+	}
+	if a.Canonical() == a.At(now).Canonical() {
+		t.Errorf("resolved filter has the relative filter's text %q", a.Canonical())
+	}
+	c := deadletter.RedriveConfig{Topic: "orders.dlq", Filter: a}
+	g1 := c.DefaultGroup()
+	time.Sleep(2 * time.Millisecond)
+	if g2 := c.DefaultGroup(); g1 != g2 || g1 == "antidote-redrive-orders.dlq" {
+		t.Errorf("relative filter: groups %q and %q", g1, g2)
+	}
+}
