@@ -92,6 +92,9 @@ type Letter struct {
 	// Redrives is how many times the original record was redriven: the
 	// value of [HeaderRedriveCount] among the original headers.
 	Redrives int
+	// RedrivenFrom is the value of [HeaderRedriveFrom] among the original
+	// headers (the dead letter the record was last redriven from), or "".
+	RedrivenFrom string
 }
 
 // Parse reads the dead letter r. The dialect is that of the last failure
@@ -129,6 +132,11 @@ func Parse(r Record) (*Letter, error) {
 			errs = append(errs, err)
 		} else if ok {
 			l.Redrives = n
+		}
+		for _, h := range l.OriginalHeaders {
+			if h.Key == HeaderRedriveFrom {
+				l.RedrivenFrom = Truncate(string(h.Value), MaxValueBytes)
+			}
 		}
 	}
 	return l, errors.Join(errs...)

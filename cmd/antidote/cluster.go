@@ -40,6 +40,41 @@ func readGlobals(cmd *cobra.Command) globals {
 
 func (g globals) json() bool { return g.output == "json" }
 
+// dial connects to the cluster the global flags name (see dialCluster).
+func (g globals) dial(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
+	return dialCluster(ctx, g.brokers, g.timeout, opts...)
+}
+
+// completeTopics completes topic names from the cluster, within two
+// seconds; nothing when it cannot be reached.
+func completeTopics(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	g := readGlobals(cmd)
+	if f := cmd.Flags().Lookup("brokers"); f != nil && !f.Changed {
+		if env := brokersFromEnv(); env != nil {
+			g.brokers = env
+		}
+	}
+	g.timeout = min(g.timeout, 2*time.Second)
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	cl, err := g.dial(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, t := range topics.Names() {
+		if strings.HasPrefix(t, toComplete) {
+			out = append(out, t)
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
 // dialCluster creates a client on brokers and checks, within timeout, that
 // the cluster answers a metadata request. The error of an unreachable
 // cluster names the brokers and the bound.

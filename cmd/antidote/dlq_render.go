@@ -52,6 +52,8 @@ type dlqLetterJSON struct {
 	Task      *int            `json:"task,omitempty"`
 	Executor  string          `json:"executor,omitempty"`
 	Redrives  int             `json:"redrives"`
+	// RedrivenFrom is the dead letter the record was last redriven from.
+	RedrivenFrom string `json:"redriven_from,omitempty"`
 	// Error notes malformed failure headers.
 	Error string `json:"error,omitempty"`
 }
@@ -63,6 +65,7 @@ func letterJSON(e dlqEntry) dlqLetterJSON {
 		Dialect: l.Dialect.String(), Stage: l.Stage, Class: l.Class, Reason: l.Reason,
 		ErrorType: l.ErrorType, CauseType: l.CauseType, Message: l.Message, Attempts: l.Attempts,
 		Group: l.Group, Connector: l.Connector, Executor: l.Executor, Redrives: l.Redrives,
+		RedrivenFrom: l.RedrivenFrom,
 	}
 	if l.OriginalTopic != "" {
 		j.Original.Topic = &l.OriginalTopic
@@ -83,14 +86,6 @@ func letterJSON(e dlqEntry) dlqLetterJSON {
 		j.Error = cleanErr(e.err)
 	}
 	return j
-}
-
-func dlqListJSON(es []dlqEntry) []dlqLetterJSON {
-	out := make([]dlqLetterJSON, 0, len(es))
-	for _, e := range es {
-		out = append(out, letterJSON(e))
-	}
-	return out
 }
 
 // cleanErr is a parse error on one line, without the package prefix.
@@ -177,22 +172,6 @@ func age(now, t time.Time) string {
 		return strconv.Itoa(int(d.Hours())) + "h"
 	}
 	return strconv.Itoa(int(d.Hours()/24)) + "d"
-}
-
-func printDLQList(w io.Writer, es []dlqEntry, now time.Time) error {
-	if len(es) == 0 {
-		_, err := fmt.Fprintln(w, "no dead letters")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tOFFSET\tDIALECT\tORIGINAL\tSTAGE\tCLASS\tREASON\tAGE")
-	for _, e := range es {
-		l := e.l
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			l.Record.Partition, l.Record.Offset, l.Dialect, clip(originalText(l), 48),
-			dash(l.Stage), dash(l.Class), clip(reasonText(e), 72), age(now, l.Record.Timestamp))
-	}
-	return tw.Flush()
 }
 
 // Show.
@@ -458,44 +437,70 @@ type dlqStats struct {
 	Topic           string         `json:"topic"`
 	Total           int            `json:"total"`
 	Malformed       int            `json:"malformed"`
+	Redriven        int            `json:"redriven"`
 	ByDialect       map[string]int `json:"by_dialect"`
 	ByReason        map[string]int `json:"by_reason"`
 	ByStage         map[string]int `json:"by_stage"`
 	ByClass         map[string]int `json:"by_class"`
 	ByErrorType     map[string]int `json:"by_error_type"`
 	ByOriginalTopic map[string]int `json:"by_original_topic"`
+	ByRedrives      map[string]int `json:"by_redrives"`
 }
 
-func countDLQ(topic string, es []dlqEntry) dlqStats {
-	st := dlqStats{
+// maxStatsKeys bounds the distinct values counted per section, so that
+// hostile or unbounded values (an error type per letter) cannot grow the
+// counts without bound; the rest count as statsOther.
+const (
+	maxStatsKeys = 1000
+	statsOther   = "(other values)"
+)
+
+func newDLQStats(topic string) *dlqStats {
+	return &dlqStats{
 		Topic: topic, ByDialect: map[string]int{}, ByReason: map[string]int{}, ByStage: map[string]int{},
 		ByClass: map[string]int{}, ByErrorType: map[string]int{}, ByOriginalTopic: map[string]int{},
+		ByRedrives: map[string]int{},
 	}
-	for _, e := range es {
-		l := e.l
-		st.Total++
-		if e.err != nil {
-			st.Malformed++
-		}
-		typ := l.CauseType
-		if typ == "" {
-			typ = l.ErrorType
-		}
-		st.ByDialect[l.Dialect.String()]++
-		st.ByReason[dash(l.Reason)]++
-		st.ByStage[dash(l.Stage)]++
-		st.ByClass[dash(l.Class)]++
-		st.ByErrorType[dash(typ)]++
-		st.ByOriginalTopic[dash(l.OriginalTopic)]++
-	}
-	return st
 }
 
-func printDLQStats(w io.Writer, st dlqStats) error {
+func count(m map[string]int, k string) {
+	if _, ok := m[k]; !ok && len(m) >= maxStatsKeys {
+		k = statsOther
+	}
+	m[k]++
+}
+
+// add counts one letter.
+func (st *dlqStats) add(e dlqEntry) {
+	l := e.l
+	st.Total++
+	if e.err != nil {
+		st.Malformed++
+	}
+	if l.Redrives > 0 {
+		st.Redriven++
+	}
+	typ := l.CauseType
+	if typ == "" {
+		typ = l.ErrorType
+	}
+	count(st.ByDialect, l.Dialect.String())
+	count(st.ByReason, dash(l.Reason))
+	count(st.ByStage, dash(l.Stage))
+	count(st.ByClass, dash(l.Class))
+	count(st.ByErrorType, dash(typ))
+	count(st.ByOriginalTopic, dash(l.OriginalTopic))
+	count(st.ByRedrives, strconv.Itoa(l.Redrives))
+}
+
+func printDLQStats(w io.Writer, st *dlqStats) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d dead letters", st.Topic, st.Total)
 	if st.Malformed > 0 {
 		fmt.Fprintf(&b, " (%d with malformed headers)", st.Malformed)
+	}
+	if st.Redriven > 0 {
+		fmt.Fprintf(&b, ", %d redriven before", st.Redriven)
 	}
 	fmt.Fprintln(&b)
 	if st.Total == 0 {
@@ -508,7 +513,7 @@ func printDLQStats(w io.Writer, st dlqStats) error {
 		m    map[string]int
 	}{
 		{"dialect", st.ByDialect}, {"reason", st.ByReason}, {"stage", st.ByStage}, {"class", st.ByClass},
-		{"error type", st.ByErrorType}, {"original topic", st.ByOriginalTopic},
+		{"error type", st.ByErrorType}, {"original topic", st.ByOriginalTopic}, {"redrives", st.ByRedrives},
 	} {
 		fmt.Fprintf(&b, "\nby %s:\n", sec.name)
 		keys := make([]string, 0, len(sec.m))
@@ -522,7 +527,7 @@ func printDLQStats(w io.Writer, st dlqStats) error {
 			return keys[i] < keys[j]
 		})
 		for _, k := range keys {
-			fmt.Fprintf(&b, "  %*d  %s\n", width, sec.m[k], clip(k, 100))
+			fmt.Fprintf(&b, "  %*d  %s\n", width, sec.m[k], safe(clip(k, 100)))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -532,27 +537,32 @@ func printDLQStats(w io.Writer, st dlqStats) error {
 // Redrive.
 
 type dlqRedriveJSON struct {
-	Topic    string               `json:"topic"`
-	Group    string               `json:"group"`
-	DryRun   bool                 `json:"dry_run"`
-	Scanned  int                  `json:"scanned"`
-	Redriven int                  `json:"redriven"`
-	Refused  int                  `json:"refused"`
-	Skipped  int                  `json:"skipped"`
-	Targets  map[string]int       `json:"targets"`
-	Refusals []deadletter.Refusal `json:"refusals"`
+	Topic       string               `json:"topic"`
+	Group       string               `json:"group"`
+	DryRun      bool                 `json:"dry_run"`
+	ExactlyOnce bool                 `json:"exactly_once"`
+	Scanned     int                  `json:"scanned"`
+	Redriven    int                  `json:"redriven"`
+	Refused     int                  `json:"refused"`
+	Skipped     int                  `json:"skipped"`
+	Targets     map[string]int       `json:"targets"`
+	Refusals    []deadletter.Refusal `json:"refusals"`
 }
 
-func printRedrive(w io.Writer, asJSON bool, topic string, r deadletter.RedriveResult) error {
-	if asJSON {
+func printRedrive(w io.Writer, output, topic string, r deadletter.RedriveResult) error {
+	if output == "json" || output == "yaml" {
 		refusals := r.Refusals
 		if refusals == nil {
 			refusals = []deadletter.Refusal{}
 		}
-		return writeDLQJSON(w, dlqRedriveJSON{
-			Topic: topic, Group: r.Group, DryRun: r.DryRun, Scanned: r.Scanned, Redriven: r.Redriven,
+		j := dlqRedriveJSON{
+			Topic: topic, Group: r.Group, DryRun: r.DryRun, ExactlyOnce: r.ExactlyOnce, Scanned: r.Scanned, Redriven: r.Redriven,
 			Refused: r.Refused, Skipped: r.Skipped, Targets: r.Targets, Refusals: refusals,
-		})
+		}
+		if output == "yaml" {
+			return writeDLQYAML(w, j)
+		}
+		return writeDLQJSON(w, j)
 	}
 	var b strings.Builder
 	verb := "redriven"
@@ -576,7 +586,7 @@ func printRedrive(w io.Writer, asJSON bool, topic string, r deadletter.RedriveRe
 	if len(r.Refusals) > 0 {
 		fmt.Fprintln(&b, "refused:")
 		for _, f := range r.Refusals {
-			fmt.Fprintf(&b, "  %d:%d  %s\n", f.Partition, f.Offset, clip(f.Reason, 120))
+			fmt.Fprintf(&b, "  %d:%d  %s\n", f.Partition, f.Offset, safe(clip(f.Reason, 120)))
 		}
 		if r.Refused > len(r.Refusals) {
 			fmt.Fprintf(&b, "  … and %d more\n", r.Refused-len(r.Refusals))
