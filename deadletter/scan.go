@@ -58,7 +58,9 @@ type ScanConfig struct {
 
 // Scan reads cfg.Topic up to the end offsets (the last stable offsets) it
 // has when Scan starts, and calls fn with every record in offset order
-// within each partition, from the calling goroutine. Records produced
+// within each partition, from the calling goroutine. Partitions are read
+// one after the other, in order, so that memory stays bounded whatever
+// the topic's size (with Follow, all at once). Records produced
 // after the start are not read (unless cfg.Follow), so Scan ends, also on
 // an empty topic. fn may return [ErrStop] to end the scan early without an
 // error; any other error ends it and is returned.
@@ -124,15 +126,39 @@ func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Reco
 		return nil
 	}
 	topic := cfg.Topic
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})
+	// A bounded scan reads one partition after the other: a fetch then
+	// holds the batches of one partition, not of every partition, which
+	// bounds memory however many partitions there are.
+	var queue []int32
+	if cfg.Follow {
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})
+	} else {
+		for p := range pending {
+			queue = append(queue, p)
+		}
+		sort.Slice(queue, func(i, j int) bool { return queue[i] < queue[j] })
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {queue[0]: consume[queue[0]]}})
+	}
 	defer func() {
 		ps := make([]int32, 0, len(consume))
 		for p := range consume {
 			ps = append(ps, p)
 		}
 		cl.RemoveConsumePartitions(map[string][]int32{topic: ps})
-		cl.ResumeFetchPartitions(map[string][]int32{topic: ps})
 	}()
+	done := func(p int32) {
+		delete(pending, p)
+		if cfg.Follow {
+			return
+		}
+		cl.RemoveConsumePartitions(map[string][]int32{topic: {p}})
+		if len(queue) > 0 && queue[0] == p {
+			queue = queue[1:]
+		}
+		if len(queue) > 0 {
+			cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {queue[0]: kgo.NewOffset().At(next[queue[0]])}})
+		}
+	}
 
 	var lastErr error
 	lastProgress := time.Now()
@@ -177,10 +203,7 @@ func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Reco
 					}
 				}
 				if bounded && at >= end {
-					delete(pending, fp.Partition)
-					if !cfg.Follow {
-						cl.PauseFetchPartitions(map[string][]int32{topic: {fp.Partition}})
-					}
+					done(fp.Partition)
 					break
 				}
 			}

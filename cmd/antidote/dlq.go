@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -135,19 +136,25 @@ func parseWhen(flag, s string) (time.Time, time.Duration, error) {
 
 // dlqSession is a connection to the cluster of a dlq command.
 type dlqSession struct {
-	g     globals
-	cl    *kgo.Client
-	topic string
-	idle  time.Duration
+	g        globals
+	cl       *kgo.Client
+	topic    string
+	idle     time.Duration
+	memLimit int64 // the memory limit to restore on close, or -1
 }
+
+// dlqMemoryLimit is the soft memory limit of the dlq commands when
+// GOMEMLIMIT does not set one: with the bounded fetches, it keeps the
+// resident size of a scan of any topic under 100 MB.
+const dlqMemoryLimit = 64 << 20
 
 // dlqReadOpts bound what a reading client buffers: a few MB of fetched
 // records whatever the topic's size.
 func dlqReadOpts() []kgo.Opt {
 	return append(deadletter.ScanOpts(),
 		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchMaxBytes(8<<20),
-		kgo.FetchMaxPartitionBytes(2<<20),
+		kgo.FetchMaxBytes(1<<20),
+		kgo.FetchMaxPartitionBytes(512<<10),
 	)
 }
 
@@ -158,17 +165,26 @@ func openDLQ(ctx context.Context, cmd *cobra.Command, topic string, opts ...kgo.
 	if err != nil {
 		return nil, err
 	}
-	s := &dlqSession{g: g, cl: cl, topic: topic, idle: max(g.timeout, 10*time.Second)}
+	s := &dlqSession{g: g, cl: cl, topic: topic, idle: max(g.timeout, 10*time.Second), memLimit: -1}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		s.memLimit = debug.SetMemoryLimit(dlqMemoryLimit)
+	}
 	mctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	if _, _, err := deadletter.Bounds(mctx, cl, topic); err != nil {
-		cl.Close()
-		return nil, s.explain(ctx, err)
+		err = s.explain(ctx, err)
+		s.close()
+		return nil, err
 	}
 	return s, nil
 }
 
-func (s *dlqSession) close() { s.cl.Close() }
+func (s *dlqSession) close() {
+	s.cl.Close()
+	if s.memLimit >= 0 {
+		debug.SetMemoryLimit(s.memLimit)
+	}
+}
 
 // explain turns library errors into the command's one-line errors.
 func (s *dlqSession) explain(ctx context.Context, err error) error {

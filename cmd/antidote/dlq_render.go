@@ -27,10 +27,11 @@ func writeDLQJSON(w io.Writer, v any) error {
 // dlqOriginalJSON is where a letter's record came from; unknown fields are
 // null.
 type dlqOriginalJSON struct {
-	Topic     *string    `json:"topic"`
-	Partition *int32     `json:"partition"`
-	Offset    *int64     `json:"offset"`
-	Timestamp *time.Time `json:"timestamp"`
+	Topic         *string    `json:"topic"`
+	Partition     *int32     `json:"partition"`
+	Offset        *int64     `json:"offset"`
+	Timestamp     *time.Time `json:"timestamp"`
+	TimestampType string     `json:"timestamp_type,omitempty"`
 }
 
 // dlqLetterJSON is one letter in -o json output.
@@ -46,6 +47,7 @@ type dlqLetterJSON struct {
 	ErrorType string          `json:"error_type,omitempty"`
 	CauseType string          `json:"cause_type,omitempty"`
 	Message   string          `json:"message,omitempty"`
+	RootCause string          `json:"root_cause,omitempty"`
 	Attempts  int             `json:"attempts,omitempty"`
 	Group     string          `json:"group,omitempty"`
 	Connector string          `json:"connector,omitempty"`
@@ -63,7 +65,7 @@ func letterJSON(e dlqEntry) dlqLetterJSON {
 	j := dlqLetterJSON{
 		Partition: l.Record.Partition, Offset: l.Record.Offset, Timestamp: l.Record.Timestamp,
 		Dialect: l.Dialect.String(), Stage: l.Stage, Class: l.Class, Reason: l.Reason,
-		ErrorType: l.ErrorType, CauseType: l.CauseType, Message: l.Message, Attempts: l.Attempts,
+		ErrorType: l.ErrorType, CauseType: l.CauseType, Message: l.Message, RootCause: l.RootCause(), Attempts: l.Attempts,
 		Group: l.Group, Connector: l.Connector, Executor: l.Executor, Redrives: l.Redrives,
 		RedrivenFrom: l.RedrivenFrom,
 	}
@@ -79,6 +81,7 @@ func letterJSON(e dlqEntry) dlqLetterJSON {
 	if !l.OriginalTimestamp.IsZero() {
 		j.Original.Timestamp = &l.OriginalTimestamp
 	}
+	j.Original.TimestampType = l.OriginalTimestampType
 	if l.Task >= 0 {
 		j.Task = &l.Task
 	}
@@ -136,6 +139,12 @@ func reasonText(e dlqEntry) string {
 		parts = append(parts, l.Reason)
 	}
 	msg := strings.Join(strings.Fields(l.Message), " ")
+	if rc := l.RootCause(); rc != "" {
+		// The innermost cause says why ("failed to deserialize" does
+		// not).
+		typ, msg, _ = strings.Cut(rc, ": ")
+		msg = strings.TrimSpace(msg)
+	}
 	switch {
 	case typ != "" && msg != "":
 		parts = append(parts, shortType(typ)+": "+msg)
@@ -188,6 +197,7 @@ type dlqBytesJSON struct {
 
 type dlqHeaderJSON struct {
 	Key     string  `json:"key"`
+	Kind    string  `json:"kind"`              // original, failure or metadata
 	Value   *string `json:"value"`             // the value as text, when printable
 	Hex     string  `json:"hex,omitempty"`     // the value in hex, when not
 	Decoded string  `json:"decoded,omitempty"` // a binary value decoded
@@ -201,6 +211,7 @@ type dlqShowOut struct {
 	Value           dlqBytesJSON    `json:"value"`
 	Headers         []dlqHeaderJSON `json:"headers"`
 	OriginalHeaders int             `json:"original_headers"`
+	MetadataHeaders int             `json:"metadata_headers"`
 }
 
 func dlqShowJSON(e dlqEntry, as string) dlqShowOut {
@@ -208,10 +219,11 @@ func dlqShowJSON(e dlqEntry, as string) dlqShowOut {
 	out := dlqShowOut{
 		Topic: l.Record.Topic, dlqLetterJSON: letterJSON(e), StackTrace: l.StackTrace,
 		Key: bytesJSON(l.Record.Key, as), Value: bytesJSON(l.Record.Value, as),
-		OriginalHeaders: len(l.OriginalHeaders),
+		OriginalHeaders: len(l.OriginalHeaders), MetadataHeaders: len(l.Metadata),
 	}
-	for _, h := range l.Record.Headers {
-		j := dlqHeaderJSON{Key: h.Key, Decoded: decodeBinary(h)}
+	kinds := l.HeaderKinds()
+	for i, h := range l.Record.Headers {
+		j := dlqHeaderJSON{Key: h.Key, Kind: string(kinds[i]), Decoded: decodeBinary(h)}
 		if h.Value != nil && printable(h.Value) {
 			s := string(h.Value)
 			j.Value = &s
@@ -339,6 +351,9 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 	if !l.OriginalTimestamp.IsZero() {
 		orig += ", " + l.OriginalTimestamp.UTC().Format(deadletter.TimeLayout)
 	}
+	if l.OriginalTimestampType != "" {
+		orig += " (" + l.OriginalTimestampType + ")"
+	}
 	row("original", orig)
 	row("stage", l.Stage)
 	row("class", l.Class)
@@ -346,6 +361,7 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 	row("error type", l.ErrorType)
 	row("cause type", l.CauseType)
 	row("message", strings.Join(strings.Fields(l.Message), " "))
+	row("root cause", l.RootCause())
 	if l.Attempts > 0 {
 		row("attempts", strconv.Itoa(l.Attempts))
 	}
@@ -364,10 +380,15 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 		return err
 	}
 
-	fmt.Fprintf(&b, "\nheaders (%d, the first %d original):\n", len(r.Headers), len(l.OriginalHeaders))
+	fmt.Fprintf(&b, "\nheaders (%d: %d original, %d failure", len(r.Headers), len(l.OriginalHeaders), len(r.Headers)-len(l.OriginalHeaders)-len(l.Metadata))
+	if len(l.Metadata) > 0 {
+		fmt.Fprintf(&b, ", %d %s metadata, never redriven", len(l.Metadata), l.Dialect)
+	}
+	fmt.Fprintln(&b, "):")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, h := range r.Headers {
-		fmt.Fprintf(tw, "  %s\t%s\n", h.Key, headerText(h))
+	kinds := l.HeaderKinds()
+	for i, h := range r.Headers {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", safe(h.Key), kinds[i], safe(headerText(h)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -265,5 +266,88 @@ func TestVersion(t *testing.T) {
 	code, out, _ := runCmd(t, "--version")
 	if code != 0 || !strings.HasPrefix(out, "antidote ") || !strings.Contains(out, "go1.") {
 		t.Errorf("--version: exit %d, %q", code, out)
+	}
+}
+
+// spring41Letter is a Spring Kafka 4.1 dead letter of a value that failed to
+// deserialize, as the recoverer writes it with retainExceptionHeader and a
+// JsonSerializer template (see deadletter's dialect tests for the sources).
+func spring41Letter(orig []kgo.RecordHeader, topic string, partition int32, offset int64) []kgo.RecordHeader {
+	blob := append([]byte{0xac, 0xed, 0x00, 0x05, 0x73, 0x72}, make([]byte, 3000)...)
+	return append(append([]kgo.RecordHeader{}, orig...),
+		kgo.RecordHeader{Key: "springDeserializerExceptionValue", Value: blob},
+		hdr("kafka_dlt-exception-fqcn", "org.springframework.kafka.support.serializer.DeserializationException"),
+		hdr("kafka_dlt-exception-cause-fqcn", "tools.jackson.core.exc.StreamReadException"),
+		hdr("kafka_dlt-exception-message", "failed to deserialize"),
+		hdr("kafka_dlt-exception-stacktrace", "org.springframework.kafka.support.serializer.DeserializationException: failed to deserialize\n"+
+			"\tat org.springframework.kafka.support.serializer.SerializationUtils.deserializationException(SerializationUtils.java:158)\n"+
+			"Caused by: java.io.CharConversionException: Invalid UTF-8 start byte 0xff (at char #3, byte #-1)\n\t... 31 more\n"),
+		hdr("kafka_dlt-original-topic", topic),
+		kgo.RecordHeader{Key: "kafka_dlt-original-partition", Value: binary.BigEndian.AppendUint32(nil, uint32(partition))},
+		kgo.RecordHeader{Key: "kafka_dlt-original-offset", Value: binary.BigEndian.AppendUint64(nil, uint64(offset))},
+		kgo.RecordHeader{Key: "kafka_dlt-original-timestamp", Value: binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixMilli()))},
+		hdr("kafka_dlt-original-timestamp-type", "CreateTime"),
+		hdr("__TypeId__", "[B"),
+	)
+}
+
+func TestIntegrationDLQSpring41(t *testing.T) {
+	t.Setenv(EnvBrokers, "")
+	c := kafkatest.New(t)
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dlq, src := c.Topic(t, "orders.DLT", 1), c.Topic(t, "orders", 1)
+	orig := []kgo.RecordHeader{hdr("__TypeId__", "com.example.Order"), hdr("traceparent", "00-1-2-01")}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 3 {
+		r := &kgo.Record{Topic: dlq, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("{\xff\xfe}"), Headers: spring41Letter(orig, src, 0, int64(i))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := strings.Join(c.Brokers(), ",")
+	code, out, errOut := runCmd(t, "dlq", "ls", "--topic", dlq, "--brokers", b, "--reason", "Invalid UTF-8", "-o", "json")
+	got, err := jsonLines[dlqLetterJSON](out)
+	if code != 0 || err != nil || len(got) != 3 || got[0].Original.TimestampType != "CreateTime" || !strings.Contains(got[0].RootCause, "CharConversionException") {
+		t.Fatalf("ls --reason: exit %d, %+v, %v %s", code, got, err, errOut)
+	}
+	code, out, _ = runCmd(t, "dlq", "ls", "--topic", dlq, "--brokers", b)
+	if code != 0 || !strings.Contains(out, "CharConversionException: Invalid UTF-8") {
+		t.Errorf("the table does not show the cause:\n%s", out)
+	}
+	code, out, _ = runCmd(t, "dlq", "show", "--topic", dlq, "--brokers", b, "0:0", "-o", "json")
+	var show dlqShowOut
+	if code != 0 || json.Unmarshal([]byte(out), &show) != nil || show.OriginalHeaders != 2 || show.MetadataHeaders != 2 {
+		t.Fatalf("show: exit %d, %+v", code, show)
+	}
+	kinds := map[string][]string{}
+	for _, h := range show.Headers {
+		kinds[h.Key] = append(kinds[h.Key], h.Kind)
+	}
+	if strings.Join(kinds["__TypeId__"], ",") != "original,metadata" || strings.Join(kinds["springDeserializerExceptionValue"], ",") != "metadata" {
+		t.Errorf("kinds %v", kinds)
+	}
+	code, out, _ = runCmd(t, "dlq", "show", "--topic", dlq, "--brokers", b, "0:0")
+	if code != 0 || !strings.Contains(out, "2 spring metadata, never redriven") || !strings.Contains(out, "root cause") {
+		t.Errorf("show table:\n%s", out)
+	}
+	// The redrive copies the original headers only.
+	if code, _, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b); code != 0 {
+		t.Fatalf("redrive: %s", errOut)
+	}
+	n := 0
+	err = deadletter.Scan(ctx, cl, deadletter.ScanConfig{Topic: src}, func(r *kgo.Record) error {
+		n++
+		var keys []string
+		for _, h := range r.Headers {
+			keys = append(keys, h.Key+"="+string(h.Value[:min(len(h.Value), 20)]))
+		}
+		if want := "__TypeId__=com.example.Order traceparent=00-1-2-01 antidote.redrive.count=1"; !strings.HasPrefix(strings.Join(keys, " "), want) || len(keys) != 4 {
+			t.Errorf("redriven headers %v, want %s and the provenance", keys, want)
+		}
+		return nil
+	})
+	if err != nil || n != 3 {
+		t.Errorf("%d records redriven, %v", n, err)
 	}
 }
