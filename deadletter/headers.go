@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Header names. See the package documentation for their values.
@@ -130,7 +131,16 @@ var ErrMissingHeader = errors.New("deadletter: missing header")
 // than once, the last occurrence wins (a record dead-lettered twice keeps both
 // sets; the newest is last). It never panics on malformed input: bad values
 // give an error that names the header.
-func ParseHeaders(hs []Header) (*Failure, error) {
+func ParseHeaders(hs []Header) (*Failure, error) { return parseHeaders(hs, copyString) }
+
+// copyString and viewString turn header bytes into strings: a copy, or a
+// view of the same memory (for a [Letter], which shares its record's
+// bytes anyway).
+func copyString(b []byte) string { return string(b) }
+
+func viewString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func parseHeaders(hs []Header, str func([]byte) string) (*Failure, error) {
 	// One pass, no map: this runs once per letter of a scan.
 	var v [numHeaders][]byte
 	var seen uint32
@@ -147,24 +157,24 @@ func ParseHeaders(hs []Header) (*Failure, error) {
 		}
 	}
 	f := &Failure{
-		Stage: Stage(v[hiStage]), Topic: string(v[hiTopic]), Reason: Reason(v[hiReason]),
-		Class: string(v[hiClass]), ErrorType: string(v[hiErrorType]), ErrorStage: string(v[hiErrorStage]),
-		Message: string(v[hiMessage]), Group: string(v[hiGroup]), ClientID: string(v[hiClientID]),
+		Stage: Stage(str(v[hiStage])), Topic: str(v[hiTopic]), Reason: Reason(str(v[hiReason])),
+		Class: str(v[hiClass]), ErrorType: str(v[hiErrorType]), ErrorStage: str(v[hiErrorStage]),
+		Message: str(v[hiMessage]), Group: str(v[hiGroup]), ClientID: str(v[hiClientID]),
 	}
 	bad := func(i int, e error) error {
 		return fmt.Errorf("deadletter: header %s: bad value %q: %w", headerNames[i], Truncate(string(v[i]), 64), e)
 	}
-	pi, e := strconv.ParseInt(string(v[hiPartition]), 10, 32)
+	pi, e := strconv.ParseInt(viewString(v[hiPartition]), 10, 32)
 	if e != nil {
 		return nil, bad(hiPartition, e)
 	}
 	f.Partition = int32(pi)
-	if f.Offset, e = strconv.ParseInt(string(v[hiOffset]), 10, 64); e != nil {
+	if f.Offset, e = strconv.ParseInt(viewString(v[hiOffset]), 10, 64); e != nil {
 		return nil, bad(hiOffset, e)
 	}
 	intHeader := func(i int, dst *int) error {
 		if has(i) {
-			n, e := strconv.Atoi(string(v[i]))
+			n, e := strconv.Atoi(viewString(v[i]))
 			if e != nil || n < 0 {
 				if e == nil {
 					e = errors.New("negative")
@@ -189,7 +199,7 @@ func ParseHeaders(hs []Header) (*Failure, error) {
 		dst *time.Time
 	}{{hiTimestamp, &f.Timestamp}, {hiFirst, &f.First}, {hiLast, &f.Last}} {
 		if has(th.i) {
-			t, e := time.Parse(time.RFC3339Nano, string(v[th.i]))
+			t, e := time.Parse(time.RFC3339Nano, viewString(v[th.i]))
 			if e != nil {
 				return nil, bad(th.i, e)
 			}

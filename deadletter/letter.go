@@ -118,7 +118,8 @@ type Letter struct {
 // The error is [ErrUnknownDialect] for a record with no known failure
 // headers, and otherwise joins one [*HeaderError] (or [ErrMissingHeader])
 // per malformed header. It never panics. The Letter shares r's byte
-// slices.
+// slices, and its strings are views of r's header values: r must not be
+// modified while the Letter is in use.
 func Parse(r Record) (*Letter, error) {
 	l := &Letter{Record: r, OriginalPartition: -1, OriginalOffset: -1, Task: -1}
 	for i := len(r.Headers) - 1; i >= 0 && l.Dialect == DialectUnknown; i-- {
@@ -307,7 +308,7 @@ func (d *decoder) beInt(k string, size int) (int64, bool) {
 
 func parseAntidote(l *Letter) []error {
 	hs := l.Record.Headers
-	f, err := ParseHeaders(hs)
+	f, err := parseHeaders(hs, viewString)
 	if err == nil {
 		l.OriginalTopic, l.OriginalPartition, l.OriginalOffset = f.Topic, f.Partition, f.Offset
 		l.OriginalTimestamp = f.Timestamp

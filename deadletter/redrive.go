@@ -449,7 +449,7 @@ func (r *redriver) decide(rec *kgo.Record) error {
 	}
 	if r.cfg.DryRun {
 		r.res.Redriven++
-		r.res.Targets[target]++
+		r.addTarget(target)
 		return nil
 	}
 	if !r.checked[target] {
@@ -510,7 +510,7 @@ func (r *redriver) checkTarget(topic string) error {
 	if td.Err != nil {
 		return fmt.Errorf("deadletter: redrive: target topic %q: %w", topic, td.Err)
 	}
-	r.checked[topic] = true
+	r.checked[strings.Clone(topic)] = true
 	return nil
 }
 
@@ -555,9 +555,18 @@ func (r *redriver) flush() error {
 func (r *redriver) settle() {
 	for _, p := range r.pending {
 		r.res.Redriven++
-		r.res.Targets[p.target]++
+		r.addTarget(p.target)
 	}
 	r.pending = r.pending[:0]
+}
+
+// addTarget counts a letter redriven to target. A new key is copied: the
+// letter's strings are views of its fetch's memory.
+func (r *redriver) addTarget(target string) {
+	if _, ok := r.res.Targets[target]; !ok {
+		target = strings.Clone(target)
+	}
+	r.res.Targets[target]++
 }
 
 // endTxn commits the progress in the open transaction and ends it:

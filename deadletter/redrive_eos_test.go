@@ -31,7 +31,7 @@ func TestRedriveChild(t *testing.T) {
 	if brokers == "" || dlq == "" {
 		t.Skip("the child of TestIntegrationRedriveExactlyOnceKill")
 	}
-	cfg := deadletter.RedriveConfig{Topic: dlq, ExactlyOnce: true, Rate: 400, BatchTime: 200 * time.Millisecond}
+	cfg := deadletter.RedriveConfig{Topic: dlq, ExactlyOnce: true, Rate: 250, BatchTime: 200 * time.Millisecond}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(brokers, ",")...)}, deadletter.ScanOpts()...),
 		deadletter.RedriveTxnOpts(cfg.DefaultGroup())...)...)
 	if err != nil {

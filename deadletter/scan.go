@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -160,18 +161,51 @@ func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Reco
 		}
 	}
 
+	// One goroutine polls while this one hands records to fn, so that
+	// the next fetch is decoded while fn works on this one.
+	fetches := make(chan kgo.Fetches)
+	pctx, stopPolling := context.WithCancel(ctx)
+	var polling sync.WaitGroup
+	polling.Add(1)
+	go func() {
+		defer polling.Done()
+		for {
+			fs := cl.PollFetches(pctx)
+			if pctx.Err() != nil {
+				return
+			}
+			select {
+			case fetches <- fs:
+			case <-pctx.Done():
+				return
+			}
+			if fs.IsClientClosed() {
+				return
+			}
+		}
+	}()
+	defer func() {
+		stopPolling()
+		polling.Wait()
+	}()
+
 	var lastErr error
 	lastProgress := time.Now()
+	idleTimer := time.NewTimer(idle)
+	defer idleTimer.Stop()
 	for cfg.Follow || len(pending) > 0 {
-		wait := time.Until(lastProgress.Add(idle))
-		if cfg.Follow {
-			wait = time.Hour
+		var fs kgo.Fetches
+		if !cfg.Follow {
+			idleTimer.Reset(max(time.Until(lastProgress.Add(idle)), time.Millisecond))
 		}
-		pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case fs = <-fetches:
+		case <-idleTimer.C:
+		}
+		if fs.IsClientClosed() {
+			return kgo.ErrClientClosed
 		}
 		var stop error
 		fs.EachError(func(t string, p int32, err error) {

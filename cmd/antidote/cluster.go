@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +25,8 @@ type globals struct {
 	explicit bool
 	output   string
 	timeout  time.Duration
+	conn     *conn
+	stderr   io.Writer
 }
 
 func readGlobals(cmd *cobra.Command) globals {
@@ -35,20 +41,74 @@ func readGlobals(cmd *cobra.Command) globals {
 	}
 	g.output, _ = fs.GetString("output")
 	g.timeout, _ = fs.GetDuration("timeout")
+	g.conn = connOf(cmd)
+	g.stderr = cmd.ErrOrStderr()
 	return g
 }
 
 func (g globals) json() bool { return g.output == "json" }
 
-// dial connects to the cluster the global flags name (see dialCluster).
+// dial connects to the cluster the global flags, the environment and the
+// context name, with their TLS and SASL (see dialCluster). When no broker
+// answers for a few seconds, it says so on stderr rather than wait in
+// silence, and the error names the last reason a connection failed.
 func (g globals) dial(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
-	return dialCluster(ctx, g.brokers, g.timeout, opts...)
+	var (
+		mu      sync.Mutex
+		lastErr error
+	)
+	hook := dialHook(func(addr string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lastErr = fmt.Errorf("%s: %w", addr, err)
+	})
+	var copts []kgo.Opt
+	if g.conn != nil {
+		copts = append(copts, g.conn.opts...)
+	}
+	copts = append(append(copts, kgo.WithHooks(hook)), opts...)
+	if g.stderr != nil && g.timeout > 5*time.Second {
+		t := time.AfterFunc(3*time.Second, func() {
+			fmt.Fprintf(g.stderr, "antidote: no answer yet from %s; waiting up to %v (--timeout)\n", strings.Join(g.brokers, ","), g.timeout)
+		})
+		defer t.Stop()
+	}
+	cl, err := dialCluster(ctx, g.brokers, g.timeout, copts...)
+	if err != nil && ctx.Err() == nil {
+		mu.Lock()
+		defer mu.Unlock()
+		if lastErr != nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, unreachable(g.brokers, g.timeout, lastErr)
+		}
+	}
+	return cl, err
 }
+
+// dialHook records the errors of connections to brokers.
+type dialHook func(addr string, err error)
+
+func (h dialHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h(net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+	}
+}
+
+func (h dialHook) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	if err := e2e.Err(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		h(net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+	}
+}
+
+var (
+	_ kgo.HookBrokerConnect = dialHook(nil)
+	_ kgo.HookBrokerE2E     = dialHook(nil)
+)
 
 // completeTopics completes topic names from the cluster, within two
 // seconds; nothing when it cannot be reached.
 func completeTopics(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	g := readGlobals(cmd)
+	g.stderr = nil
 	if f := cmd.Flags().Lookup("brokers"); f != nil && !f.Changed {
 		if env := brokersFromEnv(); env != nil {
 			g.brokers = env
@@ -105,7 +165,7 @@ func unreachable(brokers []string, timeout time.Duration, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = "no answer"
 	}
-	return fmt.Errorf("cannot reach Kafka at %s within %v: %s (is a broker running there? set --brokers or %s)",
+	return fmt.Errorf("cannot reach Kafka at %s within %v: %s (is a broker running there? set --brokers, %s or a --context)",
 		strings.Join(brokers, ","), timeout, msg, EnvBrokers)
 }
 

@@ -84,13 +84,16 @@ func (f *dlqFlags) addFilters(cmd *cobra.Command) {
 }
 
 // resolveTopic applies the environment fallback and requires a topic.
-func (f *dlqFlags) resolveTopic() error {
+func (f *dlqFlags) resolveTopic(cmd *cobra.Command) error {
 	if f.topic == "" {
 		f.topic = strings.TrimSpace(os.Getenv(envDLQTopic))
 	}
+	if f.topic == "" {
+		f.topic = connOf(cmd).topic
+	}
 
 	if f.topic == "" {
-		return usagef("--topic is required: the dead-letter topic to read (or set %s)", envDLQTopic)
+		return usagef("--topic is required: the dead-letter topic to read (or set %s, or a topic in the --context)", envDLQTopic)
 	}
 	return nil
 }
@@ -327,7 +330,7 @@ letter, -o wide more columns.`,
   antidote dlq ls --topic orders.dlq --follow`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.resolveTopic(); err != nil {
+			if err := f.resolveTopic(cmd); err != nil {
 				return err
 			}
 			now := time.Now()
@@ -402,7 +405,7 @@ UTF-8, as JSON when they are JSON, else as a hex dump (--as forces one).`,
   antidote dlq show --topic orders.dlq --partition 0 --offset 17 --as hex`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.resolveTopic(); err != nil {
+			if err := f.resolveTopic(cmd); err != nil {
 				return err
 			}
 			fs := cmd.Flags()
@@ -499,7 +502,7 @@ stderr shows how far the read is.`,
   antidote dlq stats --topic orders.dlq --since 24h -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.resolveTopic(); err != nil {
+			if err := f.resolveTopic(cmd); err != nil {
 				return err
 			}
 			now := time.Now()
@@ -540,6 +543,7 @@ stderr shows how far the read is.`,
 				return err
 			}
 			u.warn(cmd.ErrOrStderr(), f.topic)
+			st.finish()
 			switch s.g.output {
 			case "json":
 				return writeDLQJSON(cmd.OutOrStdout(), st)
@@ -587,7 +591,7 @@ is antidote-redrive-<topic>, with a hash of --to and the filters when given, or
   antidote dlq redrive --topic orders.dlq --to orders-replay --max-redrives 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.resolveTopic(); err != nil {
+			if err := f.resolveTopic(cmd); err != nil {
 				return err
 			}
 			flt, err := f.filter(time.Now())

@@ -45,7 +45,7 @@ elsewhere it needs --yes.`,
   antidote dlq purge --topic orders.dlq --all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.resolveTopic(); err != nil {
+			if err := f.resolveTopic(cmd); err != nil {
 				return err
 			}
 			fs := cmd.Flags()

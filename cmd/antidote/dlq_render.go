@@ -466,6 +466,8 @@ type dlqStats struct {
 	ByErrorType     map[string]int `json:"by_error_type"`
 	ByOriginalTopic map[string]int `json:"by_original_topic"`
 	ByRedrives      map[string]int `json:"by_redrives"`
+
+	counts [7]map[string]*int // the counts while reading, in the order above
 }
 
 // maxStatsKeys bounds the distinct values counted per section, so that
@@ -477,18 +479,30 @@ const (
 )
 
 func newDLQStats(topic string) *dlqStats {
-	return &dlqStats{
-		Topic: topic, ByDialect: map[string]int{}, ByReason: map[string]int{}, ByStage: map[string]int{},
-		ByClass: map[string]int{}, ByErrorType: map[string]int{}, ByOriginalTopic: map[string]int{},
-		ByRedrives: map[string]int{},
+	st := &dlqStats{Topic: topic}
+	for i := range st.counts {
+		st.counts[i] = map[string]*int{}
 	}
+	return st
 }
 
-func count(m map[string]int, k string) {
-	if _, ok := m[k]; !ok && len(m) >= maxStatsKeys {
-		k = statsOther
+// count counts k in m. A new key is copied: the letters' strings are views
+// of their fetch's memory, which a key kept in the map would hold on to
+// (and a hit does not store the key again).
+func count(m map[string]*int, k string) {
+	if p := m[k]; p != nil {
+		*p++
+		return
 	}
-	m[k]++
+	if len(m) >= maxStatsKeys {
+		k = statsOther
+		if p := m[k]; p != nil {
+			*p++
+			return
+		}
+	}
+	n := 1
+	m[strings.Clone(k)] = &n
 }
 
 // add counts one letter.
@@ -505,13 +519,20 @@ func (st *dlqStats) add(e dlqEntry) {
 	if typ == "" {
 		typ = l.ErrorType
 	}
-	count(st.ByDialect, l.Dialect.String())
-	count(st.ByReason, dash(l.Reason))
-	count(st.ByStage, dash(l.Stage))
-	count(st.ByClass, dash(l.Class))
-	count(st.ByErrorType, dash(typ))
-	count(st.ByOriginalTopic, dash(l.OriginalTopic))
-	count(st.ByRedrives, strconv.Itoa(l.Redrives))
+	for i, k := range [...]string{l.Dialect.String(), dash(l.Reason), dash(l.Stage), dash(l.Class), dash(typ), dash(l.OriginalTopic), strconv.Itoa(l.Redrives)} {
+		count(st.counts[i], k)
+	}
+}
+
+// finish fills the exported counts.
+func (st *dlqStats) finish() *dlqStats {
+	for i, dst := range []*map[string]int{&st.ByDialect, &st.ByReason, &st.ByStage, &st.ByClass, &st.ByErrorType, &st.ByOriginalTopic, &st.ByRedrives} {
+		*dst = make(map[string]int, len(st.counts[i]))
+		for k, n := range st.counts[i] {
+			(*dst)[k] = *n
+		}
+	}
+	return st
 }
 
 func printDLQStats(w io.Writer, st *dlqStats) error {

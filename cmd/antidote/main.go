@@ -113,7 +113,16 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 		SilenceUsage:  true,
 		// Errors of flag parsing are usage errors.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyGlobalFlags(cmd)
+			if err := applyGlobalFlags(cmd); err != nil {
+				return err
+			}
+			c, err := resolveConn(cmd)
+			if err != nil {
+				return err
+			}
+			c.printWarnings(cmd.ErrOrStderr())
+			cmd.SetContext(context.WithValue(cmd.Context(), connKey{}, c))
+			return nil
 		},
 	}
 	root.SetOut(stdout)
@@ -125,6 +134,7 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 	pf.StringP("output", "o", "table", "output format: table, wide, json or yaml (wide and yaml: the dlq commands)")
 	pf.Duration("timeout", 30*time.Second, "bound for connecting to the cluster and metadata calls")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
+	addConnFlags(root)
 	root.Version = version()
 	root.SetVersionTemplate("antidote {{.Version}}\n")
 
