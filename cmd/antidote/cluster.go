@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -57,10 +59,17 @@ func (g globals) dial(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error)
 		mu      sync.Mutex
 		lastErr error
 	)
+	// A refused login or a certificate that does not verify will not
+	// change by waiting: the dial ends at once.
+	dctx, dcancel := context.WithCancel(ctx)
+	defer dcancel()
 	hook := dialHook(func(addr string, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		lastErr = fmt.Errorf("%s: %w", addr, err)
+		if fatalConnErr(err) {
+			dcancel()
+		}
 	})
 	var copts []kgo.Opt
 	if g.conn != nil {
@@ -68,20 +77,46 @@ func (g globals) dial(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error)
 	}
 	copts = append(append(copts, kgo.WithHooks(hook)), opts...)
 	if g.stderr != nil && g.timeout > 5*time.Second {
-		t := time.AfterFunc(3*time.Second, func() {
-			fmt.Fprintf(g.stderr, "antidote: no answer yet from %s; waiting up to %v (--timeout)\n", strings.Join(g.brokers, ","), g.timeout)
-		})
-		defer t.Stop()
+		done := make(chan struct{})
+		var notice sync.WaitGroup
+		notice.Add(1)
+		go func() {
+			defer notice.Done()
+			t := time.NewTimer(3 * time.Second)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				fmt.Fprintf(g.stderr, "antidote: no answer yet from %s; waiting up to %v (--timeout)\n", strings.Join(g.brokers, ","), g.timeout)
+			case <-done:
+			}
+		}()
+		defer func() {
+			close(done)
+			notice.Wait()
+		}()
 	}
-	cl, err := dialCluster(ctx, g.brokers, g.timeout, copts...)
+	cl, err := dialCluster(dctx, g.brokers, g.timeout, copts...)
 	if err != nil && ctx.Err() == nil {
 		mu.Lock()
 		defer mu.Unlock()
-		if lastErr != nil && errors.Is(err, context.DeadlineExceeded) {
+		if lastErr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 			return nil, unreachable(g.brokers, g.timeout, lastErr)
 		}
 	}
 	return cl, err
+}
+
+// fatalConnErr reports whether a connection error is one that retrying
+// does not mend: a refused login, a certificate that does not verify, a
+// listener that speaks no TLS.
+func fatalConnErr(err error) bool {
+	var (
+		certErr  *tls.CertificateVerificationError
+		recErr   tls.RecordHeaderError
+		unknownA x509.UnknownAuthorityError
+	)
+	return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.As(err, &certErr) || errors.As(err, &unknownA) || errors.As(err, &recErr)
 }
 
 // dialHook records the errors of connections to brokers.
@@ -164,6 +199,19 @@ func unreachable(brokers []string, timeout time.Duration, err error) error {
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = "no answer"
+	}
+	var (
+		certErr  *tls.CertificateVerificationError
+		recErr   tls.RecordHeaderError
+		unknownA x509.UnknownAuthorityError
+	)
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("the login to Kafka at %s was refused: %s (check --sasl-mechanism, the user and the password)", strings.Join(brokers, ","), msg)
+	case errors.As(err, &certErr) || errors.As(err, &unknownA):
+		return fmt.Errorf("TLS with Kafka at %s failed: %s (--tls-ca names the authority that signed the brokers' certificates)", strings.Join(brokers, ","), msg)
+	case errors.As(err, &recErr):
+		return fmt.Errorf("TLS with Kafka at %s failed: %s (does that listener speak TLS?)", strings.Join(brokers, ","), msg)
 	}
 	return fmt.Errorf("cannot reach Kafka at %s within %v: %s (is a broker running there? set --brokers, %s or a --context)",
 		strings.Join(brokers, ","), timeout, msg, EnvBrokers)
