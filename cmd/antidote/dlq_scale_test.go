@@ -351,3 +351,27 @@ func TestIntegrationDLQSpring41(t *testing.T) {
 		t.Errorf("%d records redriven, %v", n, err)
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	t.Setenv(EnvBrokers, "")
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "complete-me.dlq", 1)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"dlq", "ls", "--stage", ""}, []string{"deserialize-value", "process", "VALUE_CONVERTER"}},
+		{[]string{"dlq", "stats", "--class", ""}, []string{"permanent", "transient", "unclassified"}},
+		{[]string{"demo", "--format", ""}, []string{"json", "avro"}},
+		{[]string{"-o", ""}, []string{"wide", "yaml"}},
+		{[]string{"dlq", "ls", "--sasl-mechanism", ""}, []string{"SCRAM-SHA-512", "OAUTHBEARER"}},
+		{[]string{"dlq", "ls", "--brokers", strings.Join(c.Brokers(), ","), "--topic", "complete-me"}, []string{topic}},
+	} {
+		code, out, errOut := runCmd(t, append([]string{"__complete"}, tc.args...)...)
+		for _, w := range tc.want {
+			if code != 0 || !strings.Contains(out, w+"\n") {
+				t.Errorf("complete %v: exit %d, %q lacks %q (%s)", tc.args, code, out, w, errOut)
+			}
+		}
+	}
+}

@@ -12,9 +12,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -139,8 +142,38 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 	root.SetVersionTemplate("antidote {{.Version}}\n")
 
 	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd())
+	registerCompletions(root)
 	wrapArgs(root)
 	return root
+}
+
+// registerCompletions completes the enum flags of the commands defined
+// elsewhere and their topic flags.
+func registerCompletions(root *cobra.Command) {
+	for _, c := range []struct {
+		path   []string
+		flag   string
+		values []string
+	}{
+		{[]string{"demo"}, "format", []string{"json", "avro"}},
+		{[]string{"poison"}, "format", nil},
+		{[]string{"poison"}, "topic", nil},
+	} {
+		cmd, _, err := root.Find(c.path)
+		if err != nil || cmd.Flags().Lookup(c.flag) == nil {
+			continue
+		}
+		if _, ok := cmd.GetFlagCompletionFunc(c.flag); ok {
+			continue // its command completes it
+		}
+		fn := completeTopics
+		if c.values != nil {
+			fn = cobra.FixedCompletions(c.values, cobra.ShellCompDirectiveNoFileComp)
+		} else if c.flag != "topic" {
+			continue
+		}
+		_ = cmd.RegisterFlagCompletionFunc(c.flag, fn)
+	}
 }
 
 // applyGlobalFlags applies environment fallbacks and validates the root's
@@ -170,6 +203,32 @@ func applyGlobalFlags(cmd *cobra.Command) error {
 		return usagef("--timeout %v: must be positive", d)
 	}
 	return nil
+}
+
+// selfCommand is how to run this program again from the user's shell, for
+// the commands it prints: "antidote" when that name on the PATH is this
+// program, "go run ./cmd/antidote" for a binary that go run (or go test)
+// built in a temporary folder, else the path it was started by.
+func selfCommand() string {
+	exe, _ := os.Executable()
+	if p, err := exec.LookPath("antidote"); err == nil && exe != "" {
+		a, aerr := os.Stat(p)
+		b, berr := os.Stat(exe)
+		if aerr == nil && berr == nil && os.SameFile(a, b) {
+			return "antidote"
+		}
+	}
+	arg0 := os.Args[0]
+	switch {
+	case strings.Contains(exe, string(filepath.Separator)+"go-build") || strings.Contains(arg0, string(filepath.Separator)+"go-build"):
+		return "go run ./cmd/antidote"
+	case strings.ContainsRune(arg0, filepath.Separator):
+		if strings.ContainsAny(arg0, " \t'\"$") {
+			return strconv.Quote(arg0)
+		}
+		return arg0
+	}
+	return "antidote"
 }
 
 // brokersFromEnv returns the brokers of ANTIDOTE_BROKERS, else of
