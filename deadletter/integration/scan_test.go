@@ -1,4 +1,4 @@
-package deadletter_test
+package integration_test
 
 import (
 	"context"
