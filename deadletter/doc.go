@@ -55,7 +55,15 @@
 //     -consumer-group; kafka_dlt-exception-fqcn, -cause-fqcn, -message,
 //     -stacktrace, and kafka_dlt-key-exception-* for a key that failed to
 //     deserialize. The first original-* headers count (Spring appends them
-//     again on every hop), and the last exception headers.
+//     again on every hop), and the last exception headers. The
+//     springDeserializerException* headers (a Java-serialized exception
+//     that ErrorHandlingDeserializer adds and the recoverer may retain)
+//     and the JsonSerializer type headers after the kafka_dlt-* ones
+//     (__TypeId__ of the dead-letter record) are Spring's metadata
+//     ([Letter.Metadata]): neither failure nor original headers, never
+//     redriven. Spring's message for a deserialization failure is "failed
+//     to deserialize"; [Letter.RootCause] is the last "Caused by" of the
+//     stack trace.
 //   - Kafka Connect (DeadLetterQueueReporter, with
 //     errors.deadletterqueue.context.headers.enable=true):
 //     __connect.errors.topic, .partition, .offset (decimal strings),
