@@ -119,7 +119,8 @@ type Letter struct {
 // headers, and otherwise joins one [*HeaderError] (or [ErrMissingHeader])
 // per malformed header. It never panics. The Letter shares r's byte
 // slices, and its strings are views of r's header values: r must not be
-// modified while the Letter is in use.
+// modified while the Letter is in use. It copies no header value, so what
+// it allocates is bounded by the number of headers, whatever their size.
 func Parse(r Record) (*Letter, error) {
 	l := &Letter{Record: r, OriginalPartition: -1, OriginalOffset: -1, Task: -1}
 	for i := len(r.Headers) - 1; i >= 0 && l.Dialect == DialectUnknown; i-- {
