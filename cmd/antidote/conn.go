@@ -192,6 +192,11 @@ func resolveConn(cmd *cobra.Command) (*conn, error) {
 		return nil, usageError{err}
 	}
 	name := cmp(str("context"), os.Getenv(EnvContext), cf.CurrentContext)
+	if isDemo(cmd) && str("context") == "" && os.Getenv(EnvContext) == "" {
+		// The demo creates topics: it goes to a cluster only when told
+		// to, never to the current context by itself.
+		name = ""
+	}
 	var ctx connContext
 	if name != "" {
 		var ok bool
@@ -253,6 +258,16 @@ func resolveConn(cmd *cobra.Command) (*conn, error) {
 		}
 	}
 	return c, nil
+}
+
+// isDemo reports whether cmd is the demo or under it.
+func isDemo(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Name() == "demo" && c.Parent() != nil && c.Parent().Parent() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // config builds the TLS configuration.

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
@@ -135,6 +137,10 @@ contexts:
 	if n := statsTotal(t); n != 3 {
 		t.Errorf("current context: %d letters", n)
 	}
+	// The demo does not go to the current context by itself.
+	if c, err := resolveConn(demoCmdForTest(t)); err != nil || c.context != "" {
+		t.Errorf("demo: context %q, %v", c.context, err)
+	}
 	// --context, and the environment over the context.
 	code, _, errOut := runCmd(t, "dlq", "stats", "--context", "dead", "--topic", dlq, "--timeout", "2s")
 	checkOneLineError(t, code, exitFailure, errOut, "127.0.0.1:1")
@@ -204,4 +210,18 @@ func TestBlackHoleBroker(t *testing.T) {
 		!strings.Contains(lines[1], "cannot reach Kafka at "+addr+" within 6s") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
+}
+
+// demoCmdForTest is the demo command of a fresh tree, flags parsed.
+func demoCmdForTest(t *testing.T) *cobra.Command {
+	t.Helper()
+	root := newRootCmd(io.Discard, io.Discard)
+	cmd, _, err := root.Find([]string{"demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
 }
