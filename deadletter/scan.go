@@ -152,12 +152,14 @@ func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Reco
 		if cfg.Follow {
 			return
 		}
+		// A fetch of p polled before the removal is not read.
+		delete(next, p)
 		cl.RemoveConsumePartitions(map[string][]int32{topic: {p}})
 		if len(queue) > 0 && queue[0] == p {
 			queue = queue[1:]
 		}
 		if len(queue) > 0 {
-			cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {queue[0]: kgo.NewOffset().At(next[queue[0]])}})
+			cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {queue[0]: consume[queue[0]]}})
 		}
 	}
 
