@@ -304,28 +304,24 @@ func (t *streamTable) close() error {
 // characters (escape sequences, bidirectional overrides) become \x.. or
 // \u.... escapes.
 func safe(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || !unicode.IsPrint(r) && r != ' ' {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	printable := func(r rune) bool { return r == ' ' || unicode.IsPrint(r) }
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !printable(r) }) < 0 {
 		return s
 	}
 	var b strings.Builder
-	for i, r := range s {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == utf8.RuneError:
+		case r == utf8.RuneError && size == 1: // a byte that is no UTF-8
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == ' ' || unicode.IsPrint(r):
-			b.WriteRune(r)
+		case printable(r):
+			b.WriteString(s[i : i+size])
 		case r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)
 		default:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		}
+		i += size
 	}
 	return b.String()
 }
