@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,20 +40,32 @@ func main() {
 	topic := flag.String("topic", "", "dead-letter topic (default dlqbench-<letters>)")
 	bin := flag.String("bin", "", "the antidote binary (default: built from ./cmd/antidote)")
 	rounds := flag.Int("rounds", 3, "runs of each command; the median is reported")
+	fillOnly := flag.Bool("fill-only", false, "fill the topic and exit (the benchmark runs the fill so)")
 	batch := flag.Int("batch", 16<<10, "producer batch size in bytes when filling (16 KiB: the Java client's batch.size; franz-go's is 1 MB)")
 	flag.Parse()
 	if *topic == "" {
 		*topic = fmt.Sprintf("dlqbench-%d-b%d", *letters, *batch)
 	}
-	ctx := context.Background()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.ProducerLinger(10*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(int32(*batch)), kgo.MaxBufferedRecords(100_000))
-	if err != nil {
-		log.Fatal(err)
+	if *fillOnly {
+		ctx := context.Background()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.ProducerLinger(10*time.Millisecond),
+			kgo.ProducerBatchMaxBytes(int32(*batch)), kgo.MaxBufferedRecords(100_000))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer cl.Close()
+		if err := fill(ctx, cl, *topic, int32(*partitions), *letters); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
-	defer cl.Close()
-	if err := fill(ctx, cl, *topic, int32(*partitions), *letters); err != nil {
-		log.Fatal(err)
+	// The fill runs in a child, so that this process stays small (see
+	// runOnce).
+	fillCmd := exec.Command(os.Args[0], "-fill-only", "-brokers", *brokers, "-letters", strconv.Itoa(*letters),
+		"-partitions", strconv.Itoa(*partitions), "-topic", *topic, "-batch", strconv.Itoa(*batch))
+	fillCmd.Stdout, fillCmd.Stderr = os.Stdout, os.Stderr
+	if err := fillCmd.Run(); err != nil {
+		log.Fatalf("fill: %v", err)
 	}
 	if *bin == "" {
 		dir, err := os.MkdirTemp("", "dlqbench")
@@ -117,60 +130,25 @@ func runOnce(bin string, args []string) (result, error) {
 	if err := cmd.Start(); err != nil {
 		return result{}, err
 	}
-	// The peak resident size of the child's own image: VmHWM of its
-	// /proc status, polled (getrusage's maxrss would include this
-	// process's size, which a child keeps across exec).
-	hwm := make(chan int64, 1)
-	stop := make(chan struct{})
-	go func() {
-		var peak int64
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if kb := vmHWM(cmd.Process.Pid); kb > peak {
-				peak = kb
-			}
-			select {
-			case <-stop:
-				hwm <- peak
-				return
-			case <-t.C:
-			}
-		}
-	}()
 	var first time.Duration
 	br := bufio.NewReaderSize(out, 1<<20)
 	if _, err := br.ReadByte(); err == nil {
 		first = time.Since(start)
 	}
 	_, _ = io.Copy(io.Discard, br)
-	close(stop) // stdout closed: the child is exiting
-	peak := <-hwm
 	if err := cmd.Wait(); err != nil {
 		return result{}, fmt.Errorf("%v: %s", err, stderr.String())
 	}
 	r := result{wall: time.Since(start), first: first}
-	r.maxRSS = peak
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		// getrusage's maxrss of a child counts the parent's resident
+		// size at the fork too (Linux keeps the high-water mark across
+		// exec): this process stays small, the fill runs in a process
+		// of its own.
+		r.maxRSS = ru.Maxrss
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return r, nil
-}
-
-// vmHWM returns the peak resident size of process pid in KiB, or 0.
-func vmHWM(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
-			return kb
-		}
-	}
-	return 0
 }
 
 // fill makes topic hold n letters, producing them unless it already does.
