@@ -57,6 +57,36 @@ const (
 	SpringKeyExceptionStack     = "kafka_dlt-key-exception-stacktrace"
 )
 
+// Spring's metadata headers: neither failure headers of the kafka_dlt-*
+// family nor the original record's. [Parse] puts them in
+// [Letter.Metadata], and a redrive leaves them out.
+//
+// ErrorHandlingDeserializer adds the deserializer-exception headers on the
+// consuming side (a Java-serialized DeserializationException, often
+// several KB, that the original record never had); the recoverer keeps
+// them with retainExceptionHeader. JsonSerializer adds the type headers
+// when the dead letter is produced (it removes and re-adds them, so they
+// follow the kafka_dlt-* headers): those after the first kafka_dlt-*
+// header describe the dead-letter record, not the original one.
+const (
+	SpringValueDeserializerException = "springDeserializerExceptionValue"
+	SpringKeyDeserializerException   = "springDeserializerExceptionKey"
+)
+
+// springTypeHeaders are the type headers of Spring's JsonSerializer
+// (AbstractJavaTypeMapper).
+var springTypeHeaders = map[string]bool{
+	"__TypeId__": true, "__ContentTypeId__": true, "__KeyTypeId__": true,
+	"__Key_TypeId__": true, "__Key_ContentTypeId__": true, "__Key_KeyTypeId__": true,
+}
+
+// Values of [SpringOriginalTimestampType] (Java's TimestampType.name).
+const (
+	TimestampCreateTime    = "CreateTime"
+	TimestampLogAppendTime = "LogAppendTime"
+	TimestampNone          = "NoTimestampType"
+)
+
 // Kafka Connect's dead-letter context headers (DeadLetterQueueReporter).
 // Every value is a UTF-8 string; partition, offset and task id are
 // decimal. Without a source record Connect writes topic "" and

@@ -55,7 +55,15 @@
 //     -consumer-group; kafka_dlt-exception-fqcn, -cause-fqcn, -message,
 //     -stacktrace, and kafka_dlt-key-exception-* for a key that failed to
 //     deserialize. The first original-* headers count (Spring appends them
-//     again on every hop), and the last exception headers.
+//     again on every hop), and the last exception headers. The
+//     springDeserializerException* headers (a Java-serialized exception
+//     that ErrorHandlingDeserializer adds and the recoverer may retain)
+//     and the JsonSerializer type headers after the kafka_dlt-* ones
+//     (__TypeId__ of the dead-letter record) are Spring's metadata
+//     ([Letter.Metadata]): neither failure nor original headers, never
+//     redriven. Spring's message for a deserialization failure is "failed
+//     to deserialize"; [Letter.RootCause] is the last "Caused by" of the
+//     stack trace.
 //   - Kafka Connect (DeadLetterQueueReporter, with
 //     errors.deadletterqueue.context.headers.enable=true):
 //     __connect.errors.topic, .partition, .offset (decimal strings),
@@ -77,8 +85,11 @@
 // a Letter holding what could be read. Parse never panics.
 //
 // [Scan] reads a topic up to the end offsets it has when it starts, so it
-// always ends. A [Filter] selects letters by original topic, stage, class,
-// reason text and time.
+// always ends; a broker that stops answering is reported ([ErrStalled]),
+// never taken for the end. With [ScanOpts] it reads committed records only
+// and counts transaction markers as read. A [Filter] selects letters by
+// original topic, stage, class, reason text (also the last "Caused by" of
+// a Java stack trace) and time, absolute or relative ([Filter.MaxAge]).
 //
 // # Redrive
 //
@@ -90,8 +101,14 @@
 //	antidote.redrive.from           the dead letter: topic/partition/offset
 //
 // A record already redriven [RedriveConfig.MaxRedrives] times (default 3)
-// is refused, which breaks poison loops. Progress is committed as the
-// offsets of a consumer group on the dead-letter topic, one record at a
-// time after its re-produce is acknowledged, so an interrupted redrive
-// resumes without repeating or skipping records.
+// is refused, which breaks poison loops. A missing target topic stops the
+// redrive before anything goes to it ([UnknownTargetError]). Records are
+// produced in pipelined batches; progress is committed as the offsets of
+// a consumer group on the dead-letter topic after each batch is
+// acknowledged, so an interrupted redrive resumes without repeating or
+// skipping records, and a crash repeats at most one batch. With
+// [RedriveConfig.ExactlyOnce] each batch and its progress commit are one
+// Kafka transaction ([RedriveTxnOpts]): a crash repeats nothing for a
+// read_committed reader. The group's name derives from the filter's
+// canonical text, so a relative filter run again resumes.
 package deadletter

@@ -39,3 +39,10 @@ func quoteValue(v []byte) string {
 	}
 	return fmt.Sprintf("%q", Truncate(string(v), 64))
 }
+
+// ErrStalled is returned by [Scan] (and [Redrive]) when no record came for
+// the idle timeout while records were still due: the broker stalled, or
+// the client cannot see the transaction markers at the end (see
+// [ScanOpts]). The error wrapping it names each unfinished partition's
+// position and end offset. Nothing is taken for the end.
+var ErrStalled = errors.New("deadletter: scan stalled")

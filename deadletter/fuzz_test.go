@@ -22,6 +22,15 @@ func checkLetter(t *testing.T, r deadletter.Record) *deadletter.Letter {
 	}
 	_ = l.Summary()
 	_ = deadletter.Filter{Reason: "x", Stage: "y"}.Match(l)
+	if kinds := l.HeaderKinds(); len(kinds) != len(r.Headers) {
+		t.Fatalf("%d header kinds for %d headers", len(kinds), len(r.Headers))
+	}
+	if len(l.OriginalHeaders)+len(l.Metadata) > len(r.Headers) {
+		t.Fatalf("%d original and %d metadata headers of %d", len(l.OriginalHeaders), len(l.Metadata), len(r.Headers))
+	}
+	if rc := l.RootCause(); strings.ContainsAny(rc, "\r\n") {
+		t.Fatalf("root cause spans lines: %q", rc)
+	}
 	return l
 }
 
@@ -111,12 +120,16 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{})
 	f.Add([]byte("\x03\x00\x00\x01\x0a\x04\x00\x00\x00\x00\x00\x00\x00\x01"))
+	// A Spring letter with a stack trace, a timestamp type and metadata.
+	f.Add([]byte("\x1c\x02[B\x08\x03ord\x19\x0aCreateTime\x1a\x1dx\nCaused by: a.B: c\r\nCaused by: \x1b\x01\xac"))
 	names := []string{
 		deadletter.HeaderStage, deadletter.HeaderOriginalTopic, deadletter.HeaderOriginalPartition,
 		deadletter.HeaderOriginalOffset, deadletter.HeaderOriginalHeaders, deadletter.HeaderAttempts,
 		deadletter.HeaderOriginalTimestamp, deadletter.HeaderRedriveCount,
 		deadletter.SpringOriginalTopic, deadletter.SpringOriginalPartition, deadletter.SpringOriginalOffset,
 		deadletter.SpringOriginalTimestamp, deadletter.SpringKeyExceptionFQCN,
+		deadletter.SpringOriginalTimestampType, deadletter.SpringExceptionStacktrace,
+		deadletter.SpringValueDeserializerException, "__TypeId__",
 		deadletter.ConnectTopic, deadletter.ConnectPartition, deadletter.ConnectOffset, deadletter.ConnectTask,
 		deadletter.StreamsTopic, deadletter.StreamsPartition, deadletter.StreamsOffset,
 		deadletter.ShareTopic, deadletter.SharePartition, deadletter.ShareOffset, deadletter.ShareDeliveryCount,

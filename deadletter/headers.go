@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Header names. See the package documentation for their values.
@@ -161,89 +162,122 @@ var ErrMissingHeader = errors.New("deadletter: missing header")
 // than once, the last occurrence wins (a record dead-lettered twice keeps both
 // sets; the newest is last). It never panics on malformed input: bad values
 // give an error that names the header.
-func ParseHeaders(hs []Header) (*Failure, error) {
-	last := make(map[string][]byte, 16)
-	for _, h := range hs {
-		if strings.HasPrefix(h.Key, "antidote.") {
-			last[h.Key] = h.Value
-		}
-	}
-	get := func(k string) (string, bool) { v, ok := last[k]; return string(v), ok }
-	f := &Failure{}
-	var err error
-	need := func(k string) string {
-		v, ok := get(k)
-		if !ok && err == nil {
-			err = fmt.Errorf("%w %s", ErrMissingHeader, k)
-		}
-		return v
-	}
-	f.Stage = Stage(need(HeaderStage))
-	f.Topic = need(HeaderOriginalTopic)
-	p := need(HeaderOriginalPartition)
-	o := need(HeaderOriginalOffset)
-	if err != nil {
-		return nil, err
-	}
-	f.Reason = Reason(last[HeaderReason])
-	f.Class, _ = get(HeaderClass)
-	f.ErrorType, _ = get(HeaderErrorType)
-	f.ErrorStage, _ = get(HeaderErrorStage)
-	f.Message, _ = get(HeaderErrorMessage)
-	f.Group, _ = get(HeaderGroup)
-	f.ClientID, _ = get(HeaderClientID)
+func ParseHeaders(hs []Header) (*Failure, error) { return parseHeaders(hs, copyString) }
 
-	bad := func(k, v string, e error) error {
-		return fmt.Errorf("deadletter: header %s: bad value %q: %w", k, Truncate(v, 64), e)
+// copyString and viewString turn header bytes into strings: a copy, or a
+// view of the same memory (for a [Letter], which shares its record's
+// bytes anyway).
+func copyString(b []byte) string { return string(b) }
+
+func viewString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func parseHeaders(hs []Header, str func([]byte) string) (*Failure, error) {
+	// One pass, no map: this runs once per letter of a scan.
+	var v [numHeaders][]byte
+	var seen uint32
+	for _, h := range hs {
+		if i := headerIndex(h.Key); i >= 0 {
+			v[i] = h.Value
+			seen |= 1 << i
+		}
 	}
-	pi, e := strconv.ParseInt(p, 10, 32)
+	has := func(i int) bool { return seen&(1<<i) != 0 }
+	for _, i := range []int{hiStage, hiTopic, hiPartition, hiOffset} {
+		if !has(i) {
+			return nil, fmt.Errorf("%w %s", ErrMissingHeader, headerNames[i])
+		}
+	}
+	f := &Failure{
+		Stage: Stage(str(v[hiStage])), Topic: str(v[hiTopic]), Reason: Reason(str(v[hiReason])),
+		Class: str(v[hiClass]), ErrorType: str(v[hiErrorType]), ErrorStage: str(v[hiErrorStage]),
+		Message: str(v[hiMessage]), Group: str(v[hiGroup]), ClientID: str(v[hiClientID]),
+	}
+	bad := func(i int, e error) error {
+		return fmt.Errorf("deadletter: header %s: bad value %q: %w", headerNames[i], Truncate(string(v[i]), 64), e)
+	}
+	pi, e := strconv.ParseInt(viewString(v[hiPartition]), 10, 32)
 	if e != nil {
-		return nil, bad(HeaderOriginalPartition, p, e)
+		return nil, bad(hiPartition, e)
 	}
 	f.Partition = int32(pi)
-	if f.Offset, e = strconv.ParseInt(o, 10, 64); e != nil {
-		return nil, bad(HeaderOriginalOffset, o, e)
+	if f.Offset, e = strconv.ParseInt(viewString(v[hiOffset]), 10, 64); e != nil {
+		return nil, bad(hiOffset, e)
 	}
-	intHeader := func(k string, dst *int) error {
-		if v, ok := get(k); ok {
-			n, e := strconv.Atoi(v)
+	intHeader := func(i int, dst *int) error {
+		if has(i) {
+			n, e := strconv.Atoi(viewString(v[i]))
 			if e != nil || n < 0 {
 				if e == nil {
 					e = errors.New("negative")
 				}
-				return bad(k, v, e)
+				return bad(i, e)
 			}
 			*dst = n
 		}
 		return nil
 	}
-	if e := intHeader(HeaderAttempts, &f.Attempts); e != nil {
+	if e := intHeader(hiAttempts, &f.Attempts); e != nil {
 		return nil, e
 	}
-	if e := intHeader(HeaderOriginalHeaders, &f.OriginalHeaders); e != nil {
+	if e := intHeader(hiOriginalHeaders, &f.OriginalHeaders); e != nil {
 		return nil, e
 	}
 	if f.OriginalHeaders > len(hs) {
-		return nil, bad(HeaderOriginalHeaders, strconv.Itoa(f.OriginalHeaders), errors.New("more than the record has"))
+		return nil, bad(hiOriginalHeaders, errors.New("more than the record has"))
 	}
-	timeHeader := func(k string, dst *time.Time) error {
-		if v, ok := get(k); ok {
-			t, e := time.Parse(time.RFC3339Nano, v)
+	for _, th := range []struct {
+		i   int
+		dst *time.Time
+	}{{hiTimestamp, &f.Timestamp}, {hiFirst, &f.First}, {hiLast, &f.Last}} {
+		if has(th.i) {
+			t, e := time.Parse(time.RFC3339Nano, viewString(v[th.i]))
 			if e != nil {
-				return bad(k, v, e)
+				return nil, bad(th.i, e)
 			}
-			*dst = t
-		}
-		return nil
-	}
-	for k, dst := range map[string]*time.Time{
-		HeaderOriginalTimestamp: &f.Timestamp, HeaderFirstFailure: &f.First, HeaderLastFailure: &f.Last,
-	} {
-		if e := timeHeader(k, dst); e != nil {
-			return nil, e
+			*th.dst = t
 		}
 	}
 	return f, nil
+}
+
+// Indexes of the failure headers in ParseHeaders.
+const (
+	hiStage = iota
+	hiReason
+	hiClass
+	hiErrorType
+	hiErrorStage
+	hiMessage
+	hiTopic
+	hiPartition
+	hiOffset
+	hiTimestamp
+	hiOriginalHeaders
+	hiGroup
+	hiClientID
+	hiAttempts
+	hiFirst
+	hiLast
+	numHeaders
+)
+
+var headerNames = [numHeaders]string{
+	HeaderStage, HeaderReason, HeaderClass, HeaderErrorType, HeaderErrorStage, HeaderErrorMessage,
+	HeaderOriginalTopic, HeaderOriginalPartition, HeaderOriginalOffset, HeaderOriginalTimestamp,
+	HeaderOriginalHeaders, HeaderGroup, HeaderClientID, HeaderAttempts, HeaderFirstFailure, HeaderLastFailure,
+}
+
+// headerIndex returns the index of a failure header name, or -1.
+func headerIndex(k string) int {
+	if len(k) < len("antidote.stage") || k[:9] != "antidote." {
+		return -1
+	}
+	for i, n := range headerNames {
+		if n == k {
+			return i
+		}
+	}
+	return -1
 }
 
 // Truncate cuts s to at most n bytes without splitting a UTF-8 sequence, and

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -22,12 +23,16 @@ type Record struct {
 	Headers   []Header
 }
 
-// RecordOf returns r as a [Record]. Byte slices are shared, not copied.
+// Header and kgo.RecordHeader are the same type under another name; this
+// conversion stops compiling if they part.
+var _ = Header(kgo.RecordHeader{})
+
+// RecordOf returns r as a [Record]. Nothing is copied: the headers and
+// the byte slices are r's (Parse reads them and writes none).
 func RecordOf(r *kgo.Record) Record {
-	hs := make([]Header, len(r.Headers))
-	for i, h := range r.Headers {
-		hs[i] = Header{Key: h.Key, Value: h.Value}
-	}
+	// The same memory layout (see above): a view, not a copy, which a
+	// scan of millions of letters would pay for each of them.
+	hs := unsafe.Slice((*Header)(unsafe.Pointer(unsafe.SliceData(r.Headers))), len(r.Headers))
 	return Record{
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
 		Key: r.Key, Value: r.Value, Headers: hs,
@@ -49,6 +54,9 @@ type Letter struct {
 	OriginalPartition int32
 	OriginalOffset    int64
 	OriginalTimestamp time.Time
+	// OriginalTimestampType is the original record's timestamp type,
+	// when the dialect says it: "CreateTime" or "LogAppendTime" (Spring).
+	OriginalTimestampType string
 
 	// Stage is where the record failed: Antidote's stage
 	// (deserialize-key, deserialize-value, process); Connect's stage
@@ -92,6 +100,14 @@ type Letter struct {
 	// Redrives is how many times the original record was redriven: the
 	// value of [HeaderRedriveCount] among the original headers.
 	Redrives int
+	// Metadata are headers that are neither failure headers nor the
+	// original record's: Spring's deserializer-exception and
+	// dead-letter type headers (see [SpringValueDeserializerException]).
+	// A redrive leaves them out.
+	Metadata []Header
+	// RedrivenFrom is the value of [HeaderRedriveFrom] among the original
+	// headers (the dead letter the record was last redriven from), or "".
+	RedrivenFrom string
 }
 
 // Parse reads the dead letter r. The dialect is that of the last failure
@@ -102,7 +118,9 @@ type Letter struct {
 // The error is [ErrUnknownDialect] for a record with no known failure
 // headers, and otherwise joins one [*HeaderError] (or [ErrMissingHeader])
 // per malformed header. It never panics. The Letter shares r's byte
-// slices.
+// slices, and its strings are views of r's header values: r must not be
+// modified while the Letter is in use. It copies no header value, so what
+// it allocates is bounded by the number of headers, whatever their size.
 func Parse(r Record) (*Letter, error) {
 	l := &Letter{Record: r, OriginalPartition: -1, OriginalOffset: -1, Task: -1}
 	for i := len(r.Headers) - 1; i >= 0 && l.Dialect == DialectUnknown; i-- {
@@ -130,6 +148,11 @@ func Parse(r Record) (*Letter, error) {
 		} else if ok {
 			l.Redrives = n
 		}
+		for _, h := range l.OriginalHeaders {
+			if h.Key == HeaderRedriveFrom {
+				l.RedrivenFrom = Truncate(string(h.Value), MaxValueBytes)
+			}
+		}
 	}
 	return l, errors.Join(errs...)
 }
@@ -154,6 +177,22 @@ func (l *Letter) Summary() string {
 		return msg
 	}
 	return l.Reason
+}
+
+// RootCause is the last "Caused by:" line of the letter's stack trace
+// (Java's innermost cause: "java.io.CharConversionException: Invalid
+// UTF-8 start byte 0xff"), without the prefix; "" when there is none.
+func (l *Letter) RootCause() string {
+	const cb = "Caused by: "
+	i := strings.LastIndex(l.StackTrace, cb)
+	if i < 0 {
+		return ""
+	}
+	s := l.StackTrace[i+len(cb):]
+	if j := strings.IndexAny(s, "\r\n"); j >= 0 {
+		s = s[:j]
+	}
+	return strings.TrimSpace(s)
 }
 
 // headerView indexes the headers of one dialect by name.
@@ -270,7 +309,7 @@ func (d *decoder) beInt(k string, size int) (int64, bool) {
 
 func parseAntidote(l *Letter) []error {
 	hs := l.Record.Headers
-	f, err := ParseHeaders(hs)
+	f, err := parseHeaders(hs, viewString)
 	if err == nil {
 		l.OriginalTopic, l.OriginalPartition, l.OriginalOffset = f.Topic, f.Partition, f.Offset
 		l.OriginalTimestamp = f.Timestamp
@@ -304,7 +343,7 @@ func parseAntidote(l *Letter) []error {
 
 func parseSpring(l *Letter) []error {
 	v, others := split(l.Record.Headers, prefixed(SpringPrefix))
-	l.OriginalHeaders = others
+	l.OriginalHeaders, l.Metadata = springMetadata(l.Record.Headers, others)
 	// Spring appends the original-* headers again on every hop when
 	// appendOriginalHeaders is set: the first are the record's source.
 	// The exception headers of a previous hop are stripped by default,
@@ -322,6 +361,14 @@ func parseSpring(l *Letter) []error {
 		l.OriginalTimestamp = time.UnixMilli(ms).UTC()
 	}
 	l.Group = first.str(SpringOriginalGroup)
+	if tt, ok := v.first[SpringOriginalTimestampType]; ok {
+		switch s := string(tt); s {
+		case TimestampCreateTime, TimestampLogAppendTime, TimestampNone:
+			l.OriginalTimestampType = s
+		default:
+			first.bad(SpringOriginalTimestampType, errors.New("want CreateTime, LogAppendTime or NoTimestampType"))
+		}
+	}
 	if _, ok := v.last[SpringKeyExceptionFQCN]; ok {
 		l.Stage = string(StageDeserializeKey)
 		l.ErrorType = last.str(SpringKeyExceptionFQCN)
@@ -342,6 +389,33 @@ func parseSpring(l *Letter) []error {
 		}
 	}
 	return append(first.errs, last.errs...)
+}
+
+// springMetadata splits Spring's metadata headers off others (the
+// headers without the kafka_dlt- prefix, in order): the
+// deserializer-exception headers wherever they are, the type headers
+// after the first kafka_dlt- header.
+func springMetadata(all, others []Header) (orig, meta []Header) {
+	firstDLT := len(all)
+	for i, h := range all {
+		if strings.HasPrefix(h.Key, SpringPrefix) {
+			firstDLT = i
+			break
+		}
+	}
+	// others is all without the kafka_dlt- headers: its first firstDLT
+	// headers come before the first of them.
+	orig = others[:0:0]
+	for i, h := range others {
+		switch {
+		case h.Key == SpringValueDeserializerException || h.Key == SpringKeyDeserializerException,
+			springTypeHeaders[h.Key] && i >= firstDLT:
+			meta = append(meta, h)
+		default:
+			orig = append(orig, h)
+		}
+	}
+	return orig, meta
 }
 
 // decodeOrigin is the part the dialects that write decimal strings share:
@@ -425,4 +499,53 @@ func redriveCount(hs []Header) (n int, ok bool, err error) {
 		return 0, false, d.errs[0]
 	}
 	return n, true, nil
+}
+
+// HeaderKind says what one header of a dead letter is.
+type HeaderKind string
+
+// Header kinds.
+const (
+	// KindOriginal: a header of the original record, which a redrive
+	// copies back.
+	KindOriginal HeaderKind = "original"
+	// KindFailure: a failure header of the letter's dialect.
+	KindFailure HeaderKind = "failure"
+	// KindMetadata: neither (see [Letter.Metadata]); never redriven.
+	KindMetadata HeaderKind = "metadata"
+)
+
+// HeaderKinds returns the kind of each header of l.Record, in order.
+func (l *Letter) HeaderKinds() []HeaderKind {
+	hs := l.Record.Headers
+	ks := make([]HeaderKind, len(hs))
+	prefix := map[Dialect]string{
+		DialectSpring: SpringPrefix, DialectConnect: ConnectPrefix, DialectStreams: StreamsPrefix, DialectShareGroup: SharePrefix,
+	}[l.Dialect]
+	firstDLT := len(hs)
+	for i, h := range hs {
+		if l.Dialect == DialectSpring && strings.HasPrefix(h.Key, SpringPrefix) {
+			firstDLT = i
+			break
+		}
+	}
+	for i, h := range hs {
+		switch {
+		case l.Dialect == DialectUnknown:
+			ks[i] = KindOriginal
+		case l.Dialect == DialectAntidote:
+			ks[i] = KindFailure
+			if l.OriginalHeaders != nil && i < len(l.OriginalHeaders) {
+				ks[i] = KindOriginal
+			}
+		case strings.HasPrefix(h.Key, prefix):
+			ks[i] = KindFailure
+		case l.Dialect == DialectSpring && (h.Key == SpringValueDeserializerException || h.Key == SpringKeyDeserializerException ||
+			springTypeHeaders[h.Key] && i > firstDLT):
+			ks[i] = KindMetadata
+		default:
+			ks[i] = KindOriginal
+		}
+	}
+	return ks
 }

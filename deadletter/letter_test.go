@@ -34,7 +34,7 @@ func TestParseDialects(t *testing.T) {
 		}},
 		{"spring", springLetter(origHeaders, "orders", 3, 8412), deadletter.Letter{
 			Dialect: deadletter.DialectSpring, OriginalTopic: "orders", OriginalPartition: 3, OriginalOffset: 8412,
-			OriginalTimestamp: ts0, Stage: "process",
+			OriginalTimestamp: ts0, OriginalTimestampType: "CreateTime", Stage: "process",
 			ErrorType:  "org.springframework.kafka.listener.ListenerExecutionFailedException",
 			CauseType:  "java.lang.IllegalStateException",
 			Message:    "Listener method 'handle' threw exception; nested exception is java.lang.IllegalStateException: no stock",
@@ -43,7 +43,7 @@ func TestParseDialects(t *testing.T) {
 		}},
 		{"spring key", springKeyLetter("orders", 0, 1<<40), deadletter.Letter{
 			Dialect: deadletter.DialectSpring, OriginalTopic: "orders", OriginalPartition: 0, OriginalOffset: 1 << 40,
-			OriginalTimestamp: ts0, Stage: "deserialize-key",
+			OriginalTimestamp: ts0, OriginalTimestampType: "CreateTime", Stage: "deserialize-key",
 			ErrorType:  "org.springframework.kafka.support.serializer.DeserializationException",
 			Message:    "failed to deserialize; nested exception is java.lang.NumberFormatException",
 			StackTrace: "org.springframework...DeserializationException\n\tat ...",
@@ -249,5 +249,88 @@ func TestRedriveConfig(t *testing.T) {
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+func TestFilterRelative(t *testing.T) {
+	l, _ := deadletter.Parse(rec(antidoteLetter(nil, "orders", 0, 1)))
+	now := l.Record.Timestamp.Add(2 * time.Hour)
+	for _, tt := range []struct {
+		f    deadletter.Filter
+		want bool
+	}{
+		{deadletter.Filter{MaxAge: 3 * time.Hour}, true},
+		{deadletter.Filter{MaxAge: time.Hour}, false},
+		{deadletter.Filter{MinAge: time.Hour}, true},
+		{deadletter.Filter{MinAge: 3 * time.Hour}, false},
+		// The narrower bound wins.
+		{deadletter.Filter{MaxAge: 3 * time.Hour, Since: now.Add(-time.Hour)}, false},
+	} {
+		if got := tt.f.At(now).Match(l); got != tt.want {
+			t.Errorf("%+v.At(now).Match = %v, want %v", tt.f, got, tt.want)
+		}
+	}
+	// The canonical text of a relative filter does not depend on when it
+	// is taken, and ignores the case of stage and class.
+	a := deadletter.Filter{MaxAge: 7 * 24 * time.Hour, Stage: "Process"}
+	b := deadletter.Filter{MaxAge: 7 * 24 * time.Hour, Stage: "process"}
+	if a.Canonical() != b.Canonical() || !strings.Contains(a.Canonical(), "max-age") {
+		t.Errorf("canonical %q vs %q", a.Canonical(), b.Canonical())
+	}
+	if a.Canonical() == a.At(now).Canonical() {
+		t.Errorf("resolved filter has the relative filter's text %q", a.Canonical())
+	}
+	c := deadletter.RedriveConfig{Topic: "orders.dlq", Filter: a}
+	g1 := c.DefaultGroup()
+	time.Sleep(2 * time.Millisecond)
+	if g2 := c.DefaultGroup(); g1 != g2 || g1 == "antidote-redrive-orders.dlq" {
+		t.Errorf("relative filter: groups %q and %q", g1, g2)
+	}
+}
+
+// Spring 4.1: the retained deserializer exception and the dead-letter
+// serializer's __TypeId__ are Spring's metadata, not original headers; an
+// original __TypeId__ (before the kafka_dlt- headers) stays original; the
+// timestamp type is read; --reason matches the last "Caused by".
+func TestParseSpring41Deserialization(t *testing.T) {
+	orig := hs{h("__TypeId__", "com.example.Order"), h("traceparent", "00-abc-def-01")}
+	l, err := deadletter.Parse(rec(spring41Deserialization(orig, "orders", 2, 77)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(l.OriginalHeaders, orig) {
+		t.Errorf("original headers %v, want %v", l.OriginalHeaders, orig)
+	}
+	if len(l.Metadata) != 2 || l.Metadata[0].Key != deadletter.SpringValueDeserializerException || l.Metadata[1].Key != "__TypeId__" || string(l.Metadata[1].Value) != "[B" {
+		t.Errorf("metadata %v", l.Metadata)
+	}
+	if l.OriginalTimestampType != deadletter.TimestampLogAppendTime || l.Stage != string(deadletter.StageDeserializeValue) || l.Group != "" {
+		t.Errorf("timestamp type %q, stage %q, group %q", l.OriginalTimestampType, l.Stage, l.Group)
+	}
+	if rc := l.RootCause(); rc != "java.io.CharConversionException: Invalid UTF-8 start byte 0xff (at char #3, byte #-1)" {
+		t.Errorf("root cause %q", rc)
+	}
+	for _, tt := range []struct {
+		reason string
+		want   bool
+	}{{"Invalid UTF-8", true}, {"CharConversionException", true}, {"failed to deserialize", true}, {"no stock", false}} {
+		if got := (deadletter.Filter{Reason: tt.reason}).Match(l); got != tt.want {
+			t.Errorf("--reason %q: %v, want %v", tt.reason, got, tt.want)
+		}
+	}
+	kinds := l.HeaderKinds()
+	want := []deadletter.HeaderKind{"original", "original", "metadata", "failure", "failure", "failure", "failure", "failure", "failure", "failure", "failure", "failure", "metadata"}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Errorf("kinds %v\nwant  %v", kinds, want)
+	}
+	// A bad timestamp type is named.
+	bad := spring41Deserialization(nil, "orders", 2, 77)
+	for i := range bad {
+		if bad[i].Key == deadletter.SpringOriginalTimestampType {
+			bad[i].Value = []byte("Tuesday")
+		}
+	}
+	if _, err := deadletter.Parse(rec(bad)); err == nil || !strings.Contains(err.Error(), deadletter.SpringOriginalTimestampType) {
+		t.Errorf("bad timestamp type: %v", err)
 	}
 }

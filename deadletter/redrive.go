@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Provenance headers that [Redrive] appends to every record it
@@ -34,6 +37,12 @@ const DefaultMaxRedrives = 3
 // DefaultProduceTimeout is the default of [RedriveConfig.ProduceTimeout].
 const DefaultProduceTimeout = 30 * time.Second
 
+// Defaults of [RedriveConfig.BatchRecords] and [RedriveConfig.BatchTime].
+const (
+	DefaultBatchRecords = 1000
+	DefaultBatchTime    = time.Second
+)
+
 // RedriveConfig says what [Redrive] does. The zero value of every optional
 // field is a valid default.
 type RedriveConfig struct {
@@ -43,7 +52,8 @@ type RedriveConfig struct {
 	// letter's original topic.
 	To string
 	// Filter selects the letters to redrive. Optional; default all.
-	// Letters it does not select are skipped, and counted.
+	// Letters it does not select are skipped, and counted. Relative
+	// bounds (MaxAge, MinAge) are resolved once, when Redrive starts.
 	Filter Filter
 	// Group is the consumer group under which progress is committed on
 	// Topic, so that an interrupted redrive resumes where it stopped.
@@ -55,14 +65,28 @@ type RedriveConfig struct {
 	MaxRedrives int
 	// DryRun reads and decides, but neither produces nor commits.
 	DryRun bool
+	// ExactlyOnce produces each batch of records and commits its
+	// progress in one Kafka transaction: a crash at any point repeats no
+	// record and skips none (readers with read_committed isolation see
+	// every redriven record once). cl must be made with [RedriveTxnOpts].
+	// Without it, progress is committed after each batch is acknowledged,
+	// and a crash repeats at most the unacknowledged batch.
+	ExactlyOnce bool
+	// BatchRecords and BatchTime bound a batch: its records are produced
+	// without waiting for each other (pipelined), then acknowledged and
+	// committed together (in one transaction with ExactlyOnce). A batch
+	// ends after BatchRecords letters read or BatchTime, whichever comes
+	// first. Optional; defaults [DefaultBatchRecords], [DefaultBatchTime].
+	BatchRecords int
+	BatchTime    time.Duration
 	// Rate bounds the redrive to this many records per second. Optional;
 	// default unbounded.
 	Rate float64
 	// Limit stops the redrive after this many records were redriven.
 	// Optional; default no limit.
 	Limit int
-	// ProduceTimeout bounds the wait for one record's acknowledgement.
-	// Optional; default [DefaultProduceTimeout].
+	// ProduceTimeout bounds the wait for a batch's acknowledgements and
+	// its commit. Optional; default [DefaultProduceTimeout].
 	ProduceTimeout time.Duration
 	// IdleTimeout is [ScanConfig.IdleTimeout].
 	IdleTimeout time.Duration
@@ -72,26 +96,37 @@ type RedriveConfig struct {
 }
 
 // DefaultGroup returns the group used when Group is empty:
-// "antidote-redrive-<topic>", followed by a hash of the target and
-// filter when either is set. A command line run again resumes its own
-// progress, and a redrive with another filter keeps separate progress
-// rather than passing over the letters the first one skipped.
+// "antidote-redrive-<topic>", followed by a hash of the target and the
+// filter's [Filter.Canonical] text when either is set. The same command
+// line run again resumes its own progress, also with a relative filter
+// ("--since 7d"), and a redrive with another filter keeps separate
+// progress rather than passing over the letters the first one skipped.
 func (c *RedriveConfig) DefaultGroup() string {
 	g := "antidote-redrive-" + c.Topic
 	if c.To == "" && c.Filter.IsZero() {
 		return g
 	}
-	f := c.Filter
-	sum := sha256.Sum256(fmt.Appendf(nil, "to=%s\x00topic=%s\x00stage=%s\x00class=%s\x00reason=%s\x00since=%d\x00until=%d",
-		c.To, f.OriginalTopic, f.Stage, f.Class, f.Reason, unixOrZero(f.Since), unixOrZero(f.Until)))
+	sum := sha256.Sum256(fmt.Appendf(nil, "to=%q %s", c.To, c.Filter.Canonical()))
 	return g + "-" + hex.EncodeToString(sum[:4])
 }
 
-func unixOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
+// RedriveTransactionalID is the transactional id of an exactly-once
+// redrive that commits its progress in group: one per group, so that a
+// restarted redrive fences the one it replaces and aborts its open
+// transaction.
+func RedriveTransactionalID(group string) string { return group }
+
+// RedriveTxnOpts are the options of the client of an exactly-once redrive
+// ([RedriveConfig.ExactlyOnce]) whose progress is in group (the
+// configuration's Group, or its DefaultGroup): its transactional id, and
+// the classic transaction protocol (AddOffsetsToTxn, which a groupless
+// transactional commit needs; KIP-890 part 2 versions are left out).
+func RedriveTxnOpts(group string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.TransactionalID(RedriveTransactionalID(group)),
+		kgo.TransactionTimeout(time.Minute),
+		kgo.MaxVersions(kversion.V3_9_0()),
 	}
-	return t.UnixNano()
 }
 
 // Validate reports whether c is usable.
@@ -107,6 +142,8 @@ func (c *RedriveConfig) Validate() error {
 		return fmt.Errorf("deadletter: redrive: Rate %v is negative", c.Rate)
 	case c.Limit < 0:
 		return fmt.Errorf("deadletter: redrive: Limit %d is negative", c.Limit)
+	case c.BatchRecords < 0:
+		return fmt.Errorf("deadletter: redrive: BatchRecords %d is negative", c.BatchRecords)
 	}
 	return nil
 }
@@ -117,8 +154,8 @@ type RedriveResult struct {
 	// Scanned counts the letters read in this run (after the committed
 	// progress).
 	Scanned int
-	// Redriven counts the letters re-produced (in a dry run: that would
-	// be).
+	// Redriven counts the letters re-produced and committed (in a dry
+	// run: that would be).
 	Redriven int
 	// Refused counts the letters that cannot be redriven: past
 	// MaxRedrives, malformed, no known original topic. Refusals lists
@@ -132,8 +169,8 @@ type RedriveResult struct {
 	// Remaining is how many records were left to read when the redrive
 	// started (an upper bound for Scanned), for progress displays.
 	Remaining int64
-	// DryRun is copied from the configuration.
-	DryRun bool
+	// DryRun and ExactlyOnce are copied from the configuration.
+	DryRun, ExactlyOnce bool
 }
 
 // Refusal is one letter [Redrive] refused, and why.
@@ -151,15 +188,20 @@ const maxRefusals = 100
 // [HeaderRedriveCount] and [HeaderRedriveFrom] (an older redrive's
 // provenance headers among the original ones are replaced).
 //
-// Progress is committed as the offsets of cfg.Group on cfg.Topic, each
-// record's only after its re-produce was acknowledged, and Redrive starts
-// from the committed offsets. When ctx ends, Redrive stops between two
-// records, commits, and returns the result so far with ctx's error: run
-// again, it neither repeats nor skips a record. (A crash between an
-// acknowledgement and its commit repeats that one record.) Only one
-// redrive may use a group at a time.
+// Each target topic is checked before the first record goes to it: a
+// missing one ends the redrive with an [*UnknownTargetError] and nothing
+// produced to it. Records are produced in pipelined batches (see
+// [RedriveConfig.BatchRecords]); progress is committed as the offsets of
+// cfg.Group on cfg.Topic once a batch is acknowledged, and Redrive starts
+// from the committed offsets. When ctx ends, Redrive finishes the batch
+// in flight, commits, and returns the result so far with ctx's error: run
+// again, it neither repeats nor skips a record. A crash between a batch's
+// acknowledgement and its commit repeats that batch, unless
+// cfg.ExactlyOnce, where it repeats nothing. Only one redrive may use a
+// group at a time.
 //
-// Redrive reads and produces with cl, which must not be a group consumer.
+// Redrive reads and produces with cl, which must not be a group consumer
+// (create it with [ScanOpts], and with [RedriveTxnOpts] for ExactlyOnce).
 // It reads up to the end offsets it finds when it starts.
 func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveResult, error) {
 	if err := cfg.Validate(); err != nil {
@@ -174,29 +216,40 @@ func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveRes
 	if cfg.ProduceTimeout <= 0 {
 		cfg.ProduceTimeout = DefaultProduceTimeout
 	}
-	res := RedriveResult{Group: cfg.Group, Targets: map[string]int{}, DryRun: cfg.DryRun}
+	if cfg.BatchRecords == 0 {
+		cfg.BatchRecords = DefaultBatchRecords
+	}
+	if cfg.BatchTime <= 0 {
+		cfg.BatchTime = DefaultBatchTime
+	}
+	cfg.Filter = cfg.Filter.At(time.Now())
+	res := RedriveResult{Group: cfg.Group, Targets: map[string]int{}, DryRun: cfg.DryRun, ExactlyOnce: cfg.ExactlyOnce}
+	if cfg.ExactlyOnce && !cfg.DryRun {
+		if err := checkTxnClient(cl, cfg.Group); err != nil {
+			return res, err
+		}
+		// Initializing the producer id fences an earlier redrive of the
+		// same group and aborts its open transaction, before the
+		// progress is read.
+		if _, _, err := cl.ProducerID(ctx); err != nil {
+			return res, fmt.Errorf("deadletter: redrive: initializing the transactional producer %s: %w", RedriveTransactionalID(cfg.Group), err)
+		}
+	}
 	adm := kadm.NewClient(cl)
 
 	starts, ends, err := Bounds(ctx, cl, cfg.Topic)
 	if err != nil {
 		return res, err
 	}
-	committed, err := adm.FetchOffsetsForTopics(ctx, cfg.Group, cfg.Topic)
-	if err == nil {
-		err = committed.Error()
-	}
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		// A group that never committed: no progress yet.
-		committed, err = nil, nil
-	}
+	committed, err := fetchProgress(ctx, cl, cfg.Group, cfg.Topic)
 	if err != nil {
 		return res, fmt.Errorf("deadletter: redrive: progress of group %s: %w", cfg.Group, err)
 	}
 	from := map[int32]int64{}
 	for p, end := range ends {
 		at := starts[p]
-		if o, ok := committed.Lookup(cfg.Topic, p); ok && o.At > at {
-			at = o.At
+		if o, ok := committed[p]; ok && o > at {
+			at = o
 		}
 		from[p] = at
 		if end > at {
@@ -204,15 +257,86 @@ func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveRes
 		}
 	}
 
-	r := &redriver{ctx: ctx, cfg: cfg, cl: cl, adm: adm, res: &res, dirty: map[int32]int64{}}
+	r := &redriver{ctx: ctx, cfg: cfg, cl: cl, adm: adm, res: &res, dirty: map[int32]int64{}, checked: map[string]bool{}}
 	if cfg.Rate > 0 {
 		r.interval = time.Duration(float64(time.Second) / cfg.Rate)
 	}
-	err = Scan(ctx, cl, ScanConfig{Topic: cfg.Topic, From: from, IdleTimeout: cfg.IdleTimeout}, r.record)
-	if cerr := r.commit(ctx); cerr != nil && err == nil {
-		err = cerr
+	if cfg.To != "" && !cfg.DryRun {
+		if err := r.checkTarget(cfg.To); err != nil {
+			return res, err
+		}
+	}
+	err = Scan(ctx, cl, ScanConfig{Topic: cfg.Topic, From: from, To: ends, IdleTimeout: cfg.IdleTimeout}, r.record)
+	if ferr := r.flush(); ferr != nil {
+		err = errors.Join(err, ferr)
 	}
 	return res, err
+}
+
+// UnknownTargetError is returned by [Redrive] when a topic it would
+// produce to does not exist. Nothing was produced to it; the letters
+// before are redriven and committed.
+type UnknownTargetError struct {
+	Topic string
+	// Letter is the dead letter that was to go there, as
+	// "topic/partition/offset".
+	Letter string
+}
+
+func (e *UnknownTargetError) Error() string {
+	if e.Letter == "" {
+		return fmt.Sprintf("deadletter: redrive: target topic %q does not exist", e.Topic)
+	}
+	return fmt.Sprintf("deadletter: redrive: target topic %q does not exist (for the letter %s)", e.Topic, e.Letter)
+}
+
+// checkTxnClient refuses a client that cannot run an exactly-once
+// redrive.
+func checkTxnClient(cl *kgo.Client, group string) error {
+	id, _ := cl.OptValue(kgo.TransactionalID).(string)
+	mv, _ := cl.OptValue(kgo.MaxVersions).(*kversion.Versions)
+	if id == "" || mv == nil {
+		return fmt.Errorf("deadletter: redrive: ExactlyOnce needs a transactional client: create it with RedriveTxnOpts(%q)", group)
+	}
+	if v, ok := mv.LookupMaxKeyVersion(int16(kmsg.Produce)); !ok || v >= 12 {
+		return errors.New("deadletter: redrive: ExactlyOnce needs the classic transaction protocol: create the client with RedriveTxnOpts")
+	}
+	return nil
+}
+
+// fetchProgress reads the committed offsets of group on topic, waiting
+// for offsets that an open transaction holds (RequireStable).
+func fetchProgress(ctx context.Context, cl *kgo.Client, group, topic string) (map[int32]int64, error) {
+	adm := kadm.NewClient(cl)
+	for {
+		committed, err := adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), group, topic)
+		if err == nil {
+			err = committed.Error()
+		}
+		switch {
+		case errors.Is(err, kerr.GroupIDNotFound):
+			// A group that never committed: no progress yet.
+			return map[int32]int64{}, nil
+		case errors.Is(err, kerr.UnstableOffsetCommit) || kerr.IsRetriable(err):
+			// The transaction of a fenced redrive is being resolved,
+			// or the coordinator is moving or starting.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out := map[int32]int64{}
+		for p, o := range committed[topic] {
+			if o.At >= 0 {
+				out[p] = o.At
+			}
+		}
+		return out, nil
+	}
 }
 
 type redriver struct {
@@ -221,9 +345,28 @@ type redriver struct {
 	cl       *kgo.Client
 	adm      *kadm.Client
 	res      *RedriveResult
-	dirty    map[int32]int64 // partition -> next offset, not yet committed
 	interval time.Duration
 	next     time.Time
+	checked  map[string]bool // target topics known to exist
+
+	// The batch in flight.
+	dirty    map[int32]int64 // partition -> next offset, not yet committed
+	inTxn    bool
+	began    time.Time
+	read     int                // letters read in this batch
+	pending  []pendingRedrive   // produced, not yet committed
+	mu       sync.Mutex         // guards failed
+	failed   map[int32]failedAt // partition -> first failed produce
+	produced sync.WaitGroup
+}
+
+type pendingRedrive struct {
+	target string
+}
+
+type failedAt struct {
+	offset int64
+	err    error
 }
 
 func (r *redriver) refuse(rec *kgo.Record, why string) {
@@ -235,50 +378,53 @@ func (r *redriver) refuse(rec *kgo.Record, why string) {
 
 // record handles one dead letter.
 func (r *redriver) record(rec *kgo.Record) error {
-	committed, err := r.decide(rec)
-	if err != nil {
+	if r.read == 0 {
+		r.began = time.Now()
+	}
+	r.read++
+	if err := r.decide(rec); err != nil {
 		return err
 	}
-	if !committed && !r.cfg.DryRun {
-		// Skipped or refused: committed with the next redriven record,
-		// or at the end.
+	if !r.cfg.DryRun {
 		r.dirty[rec.Partition] = rec.Offset + 1
+	}
+	if r.read >= r.cfg.BatchRecords || time.Since(r.began) >= r.cfg.BatchTime {
+		if err := r.flush(); err != nil {
+			return err
+		}
 	}
 	if r.cfg.Progress != nil {
 		r.cfg.Progress(*r.res)
 	}
-	if r.cfg.Limit > 0 && r.res.Redriven >= r.cfg.Limit {
+	if r.cfg.Limit > 0 && r.res.Redriven+len(r.pending) >= r.cfg.Limit {
 		return ErrStop
 	}
 	return nil
 }
 
-// decide redrives, refuses or skips rec, and reports whether its progress
-// is committed.
-func (r *redriver) decide(rec *kgo.Record) (bool, error) {
-	// ctx is checked between records only: a record is either redriven
-	// and committed, or left for the next run.
+// decide redrives (produces), refuses or skips rec.
+func (r *redriver) decide(rec *kgo.Record) error {
 	r.res.Scanned++
 	l, err := ParseRecord(rec)
 	if l.Dialect != DialectUnknown && !r.cfg.Filter.Match(l) {
 		r.res.Skipped++
-		return false, nil
+		return nil
 	}
 	if l.Dialect == DialectUnknown && !r.cfg.Filter.IsZero() {
 		r.res.Skipped++
-		return false, nil
+		return nil
 	}
 	switch {
 	case errors.Is(err, ErrUnknownDialect):
 		r.refuse(rec, "not a dead letter: no known failure headers")
-		return false, nil
+		return nil
 	case err != nil:
 		// Malformed headers: refuse rather than guess.
 		r.refuse(rec, strings.ReplaceAll(err.Error(), "deadletter: ", ""))
-		return false, nil
+		return nil
 	case l.Dialect == DialectShareGroup && rec.Key == nil && rec.Value == nil:
 		r.refuse(rec, "no copy of the record (share group without errors.deadletterqueue.copy.record.enable)")
-		return false, nil
+		return nil
 	}
 	target := r.cfg.To
 	if target == "" {
@@ -287,35 +433,228 @@ func (r *redriver) decide(rec *kgo.Record) (bool, error) {
 	switch {
 	case target == "":
 		r.refuse(rec, "original topic unknown (use a target topic)")
-		return false, nil
+		return nil
 	case target == r.cfg.Topic:
 		r.refuse(rec, "original topic is the dead-letter topic itself")
-		return false, nil
+		return nil
+	case !legalTopic.MatchString(target) || target == "." || target == "..":
+		r.refuse(rec, fmt.Sprintf("original topic %q is not a legal topic name", Truncate(target, 64)))
+		return nil
 	case r.cfg.MaxRedrives >= 0 && l.Redrives >= r.cfg.MaxRedrives:
 		r.refuse(rec, fmt.Sprintf("redriven %d times already (max %d)", l.Redrives, r.cfg.MaxRedrives))
-		return false, nil
+		return nil
 	}
 	if err := r.wait(r.ctx); err != nil {
-		return false, err
+		return err
 	}
-	if !r.cfg.DryRun {
-		out := &kgo.Record{Topic: target, Key: rec.Key, Value: rec.Value, Headers: redriveHeaders(l, rec)}
-		// The produce is not cut short by ctx: once sent, its outcome is
-		// waited for and committed.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.cfg.ProduceTimeout)
-		err := r.cl.ProduceSync(pctx, out).FirstErr()
-		cancel()
-		if err != nil {
-			return false, fmt.Errorf("deadletter: redrive %s[%d]@%d to %s: %w", rec.Topic, rec.Partition, rec.Offset, target, err)
+	if r.cfg.DryRun {
+		r.res.Redriven++
+		r.addTarget(target)
+		return nil
+	}
+	if !r.checked[target] {
+		// Everything read so far is settled first, so that the error
+		// leaves nothing in flight.
+		if err := r.flush(); err != nil {
+			return err
 		}
-		r.dirty[rec.Partition] = rec.Offset + 1
-		if err := r.commit(r.ctx); err != nil {
-			return true, fmt.Errorf("%w (the record %s[%d]@%d was redriven; a resumed redrive repeats it)", err, rec.Topic, rec.Partition, rec.Offset)
+		if err := r.checkTarget(target); err != nil {
+			var ute *UnknownTargetError
+			if errors.As(err, &ute) {
+				ute.Letter = RedriveFrom(rec.Topic, rec.Partition, rec.Offset)
+			}
+			return err
 		}
 	}
-	r.res.Redriven++
+	if r.cfg.ExactlyOnce && !r.inTxn {
+		if err := r.cl.BeginTransaction(); err != nil {
+			return fmt.Errorf("deadletter: redrive: beginning a transaction: %w", err)
+		}
+		r.inTxn = true
+	}
+	out := &kgo.Record{Topic: target, Key: rec.Key, Value: rec.Value, Headers: redriveHeaders(l, rec)}
+	partition, offset := rec.Partition, rec.Offset
+	r.pending = append(r.pending, pendingRedrive{target: target})
+	r.produced.Add(1)
+	// The produce is not cut short by ctx: once sent, its outcome is
+	// waited for and committed.
+	r.cl.Produce(context.WithoutCancel(r.ctx), out, func(_ *kgo.Record, err error) {
+		defer r.produced.Done()
+		if err == nil {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if f, ok := r.failed[partition]; !ok || offset < f.offset {
+			if r.failed == nil {
+				r.failed = map[int32]failedAt{}
+			}
+			r.failed[partition] = failedAt{offset, fmt.Errorf("deadletter: redrive %s[%d]@%d to %s: %w", rec.Topic, partition, offset, target, err)}
+		}
+	})
+	return nil
+}
+
+// checkTarget returns an error when topic does not exist.
+func (r *redriver) checkTarget(topic string) error {
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.ProduceTimeout)
+	defer cancel()
+	topics, err := r.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("deadletter: redrive: metadata of target topic %q: %w", topic, err)
+	}
+	td, ok := topics[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return &UnknownTargetError{Topic: topic}
+	}
+	if td.Err != nil {
+		return fmt.Errorf("deadletter: redrive: target topic %q: %w", topic, td.Err)
+	}
+	r.checked[strings.Clone(topic)] = true
+	return nil
+}
+
+// flush waits for the batch's acknowledgements and commits its progress
+// (in the batch's transaction with ExactlyOnce). It is not cut short by
+// ctx ending, so that an interrupted redrive keeps what it did.
+func (r *redriver) flush() error {
+	r.read = 0
+	if r.cfg.DryRun || (len(r.dirty) == 0 && len(r.pending) == 0) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.cfg.ProduceTimeout)
+	defer cancel()
+	r.produced.Wait()
+	r.mu.Lock()
+	failed := r.failed
+	r.failed = nil
+	r.mu.Unlock()
+	var perr error
+	for p, f := range failed {
+		perr = errors.Join(perr, f.err)
+		// Everything before the first failure of a partition is
+		// acknowledged: commit up to it.
+		if f.offset < r.dirty[p] {
+			r.dirty[p] = f.offset
+		}
+	}
+	if r.cfg.ExactlyOnce {
+		return errors.Join(perr, r.endTxn(ctx, perr == nil))
+	}
+	if err := r.commit(ctx, r.dirty); err != nil {
+		return errors.Join(perr, fmt.Errorf("%w (the batch was produced; a resumed redrive repeats it)", err))
+	}
+	if perr == nil {
+		r.settle()
+	}
+	clear(r.dirty)
+	return perr
+}
+
+// settle counts the batch's records as redriven.
+func (r *redriver) settle() {
+	for _, p := range r.pending {
+		r.res.Redriven++
+		r.addTarget(p.target)
+	}
+	r.pending = r.pending[:0]
+}
+
+// addTarget counts a letter redriven to target. A new key is copied: the
+// letter's strings are views of its fetch's memory.
+func (r *redriver) addTarget(target string) {
+	if _, ok := r.res.Targets[target]; !ok {
+		target = strings.Clone(target)
+	}
 	r.res.Targets[target]++
-	return !r.cfg.DryRun, nil
+}
+
+// endTxn commits the progress in the open transaction and ends it:
+// committed when commit is set and every step worked, else aborted.
+func (r *redriver) endTxn(ctx context.Context, commit bool) error {
+	var err error
+	if commit {
+		if !r.inTxn {
+			// Only skipped or refused letters: their progress gets a
+			// transaction of its own.
+			if err = r.cl.BeginTransaction(); err != nil {
+				return fmt.Errorf("deadletter: redrive: beginning a transaction: %w", err)
+			}
+			r.inTxn = true
+		}
+		err = r.txnCommitOffsets(ctx)
+	}
+	if !r.inTxn {
+		return err
+	}
+	try := kgo.TryAbort
+	if commit && err == nil {
+		try = kgo.TryCommit
+	}
+	if eerr := r.cl.EndTransaction(ctx, try); eerr != nil && err == nil {
+		err = fmt.Errorf("deadletter: redrive: ending the transaction: %w", eerr)
+	}
+	r.inTxn = false
+	if try == kgo.TryCommit && err == nil {
+		r.settle()
+	} else {
+		r.pending = r.pending[:0]
+	}
+	clear(r.dirty)
+	return err
+}
+
+// txnCommitOffsets adds the batch's progress to the open transaction:
+// AddOffsetsToTxn, then TxnOffsetCommit for the groupless redrive group
+// (generation -1), as Java's sendOffsetsToTransaction does.
+func (r *redriver) txnCommitOffsets(ctx context.Context) error {
+	if len(r.dirty) == 0 {
+		return nil
+	}
+	id, epoch, err := r.cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("deadletter: redrive: producer id: %w", err)
+	}
+	txnID := RedriveTransactionalID(r.cfg.Group)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, id, epoch, r.cfg.Group
+	for {
+		resp, err := add.RequestWith(ctx, r.cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if errors.Is(err, kerr.ConcurrentTransactions) && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("deadletter: redrive: adding the progress to the transaction: %w", err)
+		}
+		break
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = txnID, r.cfg.Group, id, epoch
+	req.Generation, req.MemberID = -1, ""
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = r.cfg.Topic
+	for p, o := range r.dirty {
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = p, o, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, r.cl)
+	if err != nil {
+		return fmt.Errorf("deadletter: redrive: committing progress of group %s in the transaction: %w", r.cfg.Group, err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("deadletter: redrive: committing progress of group %s in the transaction (%s[%d]): %w", r.cfg.Group, t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
 }
 
 // wait paces the redrive to cfg.Rate.
@@ -343,26 +682,22 @@ func (r *redriver) wait(ctx context.Context) error {
 	return nil
 }
 
-// commit commits the progress not yet committed. It is not cut short by
-// ctx ending, so that an interrupted redrive keeps what it did.
-func (r *redriver) commit(ctx context.Context) error {
-	if len(r.dirty) == 0 || r.cfg.DryRun {
+// commit commits offsets as the group's progress.
+func (r *redriver) commit(ctx context.Context, offsets map[int32]int64) error {
+	if len(offsets) == 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ProduceTimeout)
-	defer cancel()
 	os := kadm.Offsets{}
-	for p, o := range r.dirty {
+	for p, o := range offsets {
 		os.AddOffset(r.cfg.Topic, p, o, -1)
 	}
-	resp, err := r.adm.CommitOffsets(cctx, r.cfg.Group, os)
+	resp, err := r.adm.CommitOffsets(ctx, r.cfg.Group, os)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
 		return fmt.Errorf("deadletter: redrive: committing progress of group %s: %w", r.cfg.Group, err)
 	}
-	clear(r.dirty)
 	return nil
 }
 

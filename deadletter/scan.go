@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -13,7 +16,17 @@ import (
 )
 
 // DefaultIdleTimeout is the default of [ScanConfig.IdleTimeout].
-const DefaultIdleTimeout = 10 * time.Second
+const DefaultIdleTimeout = 30 * time.Second
+
+// ScanOpts are the client options a [Scan] client should have: control
+// records are kept, so that a scan sees the transaction markers and knows
+// it reached the end offsets when the last offsets are markers, and only
+// committed records are read (a transactional writer's aborted letters
+// are not letters). Scan works without them, but then a partition whose
+// last offsets are markers stalls (see [ScanConfig.IdleTimeout]).
+func ScanOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.KeepControlRecords(), kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+}
 
 // ScanConfig says what [Scan] reads.
 type ScanConfig struct {
@@ -26,23 +39,43 @@ type ScanConfig struct {
 	// partition without one, or with one below its log start, is read
 	// from its log start.
 	From map[int32]int64
-	// IdleTimeout bounds a wait for records that do not come: when the
-	// offsets left before the end are not records (transaction markers),
-	// the scan ends after this long without records. Optional; default
-	// [DefaultIdleTimeout].
+	// To ends the scan of a partition before this offset. Optional; a
+	// partition without one, or with one past its end, is read up to the
+	// end offset it has when Scan starts.
+	To map[int32]int64
+	// Follow reads on past the end offsets: Scan waits for new records
+	// until ctx ends (or fn stops it), and To is ignored.
+	Follow bool
+	// IdleTimeout bounds a stall: when no record comes for this long
+	// while records are still due, Scan returns an error wrapping
+	// [ErrStalled] that names each partition's position and end. A stall
+	// is never taken for the end. Optional; default [DefaultIdleTimeout];
+	// it does not apply with Follow.
 	IdleTimeout time.Duration
+	// Started, when set, is called once before the first record with the
+	// number of offsets the scan has to read (0 with Follow).
+	Started func(due int64)
 }
 
-// Scan reads cfg.Topic up to the end offsets it has when Scan starts, and
-// calls fn with every record in offset order within each partition, from
-// the calling goroutine. Records produced after the start are not read, so
-// Scan ends, also on an empty topic. fn may return [ErrStop] to end the
-// scan early without an error; any other error ends it and is returned.
+// Scan reads cfg.Topic up to the end offsets (the last stable offsets) it
+// has when Scan starts, and calls fn with every record in offset order
+// within each partition, from the calling goroutine. Partitions are read
+// one after the other, in order, so that memory stays bounded whatever
+// the topic's size (with Follow, all at once). Records produced
+// after the start are not read (unless cfg.Follow), so Scan ends, also on
+// an empty topic. fn may return [ErrStop] to end the scan early without an
+// error; any other error ends it and is returned.
+//
+// Scan ends only when every partition reached its end offset: a broker
+// that stops answering makes it return an error wrapping [ErrStalled]
+// after cfg.IdleTimeout, never success with records unread. Create cl
+// with [ScanOpts] so that transaction markers count as read.
 //
 // Scan consumes with cl as a direct (groupless) consumer: cl must not be a
 // group consumer, and only one Scan may use cl at a time. It returns an
 // error wrapping [ErrUnknownTopic] when the topic does not exist, and
-// ctx's error when ctx ends.
+// ctx's error when ctx ends. fn must not keep the record's byte slices
+// past its return unless it copies them: they belong to the fetch.
 func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Record) error) error {
 	if cfg.Topic == "" {
 		return errors.New("deadletter: scan: no topic")
@@ -55,8 +88,15 @@ func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Reco
 	if err != nil {
 		return err
 	}
-	pending := map[int32]int64{} // partition -> end offset
+	for _, p := range cfg.Partitions {
+		if _, ok := ends[p]; !ok {
+			return fmt.Errorf("deadletter: topic %q has no partition %d (it has %d)", cfg.Topic, p, len(ends))
+		}
+	}
+	next := map[int32]int64{}    // partition -> next offset due
+	pending := map[int32]int64{} // partition -> end offset (exclusive)
 	consume := map[int32]kgo.Offset{}
+	var due int64
 	for p, end := range ends {
 		if len(cfg.Partitions) > 0 && !slices.Contains(cfg.Partitions, p) {
 			continue
@@ -65,64 +105,142 @@ func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Reco
 		if o, ok := cfg.From[p]; ok && o > from {
 			from = o
 		}
-		if from < end {
-			pending[p] = end
+		if to, ok := cfg.To[p]; ok && to < end && !cfg.Follow {
+			end = to
+		}
+		if from < end || cfg.Follow {
+			next[p] = from
 			consume[p] = kgo.NewOffset().At(from)
+			if from < end {
+				pending[p] = end
+				due += end - from
+			}
 		}
 	}
-	for _, p := range cfg.Partitions {
-		if _, ok := ends[p]; !ok {
-			return fmt.Errorf("deadletter: topic %q has no partition %d", cfg.Topic, p)
+	if cfg.Started != nil {
+		if cfg.Follow {
+			due = 0
 		}
+		cfg.Started(due)
 	}
-	if len(pending) == 0 {
+	if len(consume) == 0 {
 		return nil
 	}
 	topic := cfg.Topic
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})
+	// A bounded scan reads one partition after the other: a fetch then
+	// holds the batches of one partition, not of every partition, which
+	// bounds memory however many partitions there are.
+	var queue []int32
+	if cfg.Follow {
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: consume})
+	} else {
+		for p := range pending {
+			queue = append(queue, p)
+		}
+		sort.Slice(queue, func(i, j int) bool { return queue[i] < queue[j] })
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {queue[0]: consume[queue[0]]}})
+	}
 	defer func() {
 		ps := make([]int32, 0, len(consume))
 		for p := range consume {
 			ps = append(ps, p)
 		}
 		cl.RemoveConsumePartitions(map[string][]int32{topic: ps})
-		cl.ResumeFetchPartitions(map[string][]int32{topic: ps})
+	}()
+	done := func(p int32) {
+		delete(pending, p)
+		if cfg.Follow {
+			return
+		}
+		// A fetch of p polled before the removal is not read.
+		delete(next, p)
+		cl.RemoveConsumePartitions(map[string][]int32{topic: {p}})
+		if len(queue) > 0 && queue[0] == p {
+			queue = queue[1:]
+		}
+		if len(queue) > 0 {
+			cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {queue[0]: consume[queue[0]]}})
+		}
+	}
+
+	// One goroutine polls while this one hands records to fn, so that
+	// the next fetch is decoded while fn works on this one.
+	fetches := make(chan kgo.Fetches)
+	pctx, stopPolling := context.WithCancel(ctx)
+	var polling sync.WaitGroup
+	polling.Add(1)
+	go func() {
+		defer polling.Done()
+		for {
+			fs := cl.PollFetches(pctx)
+			if pctx.Err() != nil {
+				return
+			}
+			select {
+			case fetches <- fs:
+			case <-pctx.Done():
+				return
+			}
+			if fs.IsClientClosed() {
+				return
+			}
+		}
+	}()
+	defer func() {
+		stopPolling()
+		polling.Wait()
 	}()
 
 	var lastErr error
-	for len(pending) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, idle)
-		fs := cl.PollFetches(pctx)
-		timedOut := pctx.Err() != nil
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return err
+	lastProgress := time.Now()
+	idleTimer := time.NewTimer(idle)
+	defer idleTimer.Stop()
+	for cfg.Follow || len(pending) > 0 {
+		var fs kgo.Fetches
+		if !cfg.Follow {
+			idleTimer.Reset(max(time.Until(lastProgress.Add(idle)), time.Millisecond))
 		}
-		got := 0
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case fs = <-fetches:
+		case <-idleTimer.C:
+		}
+		if fs.IsClientClosed() {
+			return kgo.ErrClientClosed
+		}
 		var stop error
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 				return
 			}
-			lastErr = fmt.Errorf("deadletter: reading %s[%d]: %w", t, p, err)
+			lastErr = fmt.Errorf("reading %s[%d]: %w", t, p, err)
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			end, ok := pending[fp.Partition]
-			if fp.Topic != topic || !ok {
+			at, ok := next[fp.Partition]
+			if fp.Topic != topic || !ok || stop != nil {
 				return
 			}
+			end, bounded := pending[fp.Partition]
 			for _, r := range fp.Records {
-				if stop != nil || r.Offset >= end {
+				if r.Offset < at {
+					continue // a record seen before a retried fetch
+				}
+				if bounded && r.Offset >= end {
 					break
 				}
-				got++
-				if err := fn(r); err != nil {
-					stop = err
-					break
+				at = r.Offset + 1
+				next[fp.Partition] = at
+				lastProgress = time.Now()
+				if !r.Attrs.IsControl() {
+					if err := fn(r); err != nil {
+						stop = err
+						break
+					}
 				}
-				if r.Offset+1 >= end {
-					delete(pending, fp.Partition)
-					cl.PauseFetchPartitions(map[string][]int32{topic: {fp.Partition}})
+				if bounded && at >= end {
+					done(fp.Partition)
+					break
 				}
 			}
 		})
@@ -132,20 +250,42 @@ func Scan(ctx context.Context, cl *kgo.Client, cfg ScanConfig, fn func(*kgo.Reco
 			}
 			return stop
 		}
-		if got == 0 && timedOut {
-			if lastErr != nil {
-				return lastErr
-			}
-			// Nothing came for a whole idle period and nothing failed: the
-			// offsets left are not records.
-			return nil
+		if !cfg.Follow && len(pending) > 0 && time.Since(lastProgress) >= idle {
+			return stalled(topic, idle, next, pending, lastErr)
 		}
 	}
 	return nil
 }
 
+// stalled describes the partitions a stalled scan did not finish.
+func stalled(topic string, idle time.Duration, next, pending map[int32]int64, lastErr error) error {
+	ps := make([]int32, 0, len(pending))
+	for p := range pending {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	var b strings.Builder
+	for i, p := range ps {
+		if i == 8 {
+			fmt.Fprintf(&b, ", and %d more", len(ps)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d at %d of %d", p, next[p], pending[p])
+	}
+	err := fmt.Errorf("%w: no record of %s for %v with records due (partition %s)", ErrStalled, topic, idle, b.String())
+	if lastErr != nil {
+		err = fmt.Errorf("%w; last error: %w", err, lastErr)
+	}
+	return err
+}
+
 // Bounds returns the log start and end offsets of every partition of
 // topic, or an error wrapping [ErrUnknownTopic] when it does not exist.
+// The end offsets are the last stable offsets: the end for a reader of
+// committed records.
 func Bounds(ctx context.Context, cl *kgo.Client, topic string) (starts, ends map[int32]int64, err error) {
 	adm := kadm.NewClient(cl)
 	topics, err := adm.ListTopics(ctx, topic)
@@ -179,7 +319,7 @@ func Bounds(ctx context.Context, cl *kgo.Client, topic string) (starts, ends map
 	if starts, err = list(adm.ListStartOffsets); err != nil {
 		return nil, nil, err
 	}
-	if ends, err = list(adm.ListEndOffsets); err != nil {
+	if ends, err = list(adm.ListCommittedOffsets); err != nil {
 		return nil, nil, err
 	}
 	return starts, ends, nil

@@ -5,7 +5,20 @@
 #   scripts/kafka.sh start    resolve jars (cached), format storage, start, wait until ready
 #   scripts/kafka.sh stop     stop the broker and remove its storage
 #   scripts/kafka.sh status   print the address and exit 0 if a broker is running
-#   scripts/kafka.sh env      print "export ANTIDOTE_KAFKA_BROKERS=..." for a running broker
+#   scripts/kafka.sh env      print the export lines the tests read (see below) for a running broker
+#
+# The broker has a second client listener, SASL_SSL on port+2, for the tests of
+# TLS and SASL: a certificate authority, a broker certificate (127.0.0.1,
+# localhost) and a client certificate are generated with openssl into the run
+# folder; the mechanisms are PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (the SCRAM user
+# is created when the storage is formatted) and OAUTHBEARER (unsecured JWTs,
+# for tests). `env` prints, and $RUN/test.env holds:
+#   ANTIDOTE_KAFKA_BROKERS        the PLAINTEXT listener
+#   ANTIDOTE_KAFKA_SASL_BROKERS   the SASL_SSL listener (port+2)
+#   ANTIDOTE_KAFKA_SASL_USERNAME, ANTIDOTE_KAFKA_SASL_PASSWORD  the user (all mechanisms)
+#   ANTIDOTE_KAFKA_TLS_CA         the CA certificate (PEM) that signed the broker's
+#   ANTIDOTE_KAFKA_TLS_CERT, ANTIDOTE_KAFKA_TLS_KEY  a client certificate the CA signed
+# Without openssl the SASL_SSL listener is left out (with a warning).
 #
 # Environment:
 #   KAFKA_VERSION       Apache Kafka version from Maven Central (default: from scripts/kafka/pom.xml)
@@ -21,6 +34,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${ANTIDOTE_CACHE:-$ROOT/.cache}"
 PORT="${KAFKA_PORT:-39092}"
 CPORT=$((PORT + 1))
+SPORT=$((PORT + 2))
 RUN="$CACHE/kafka-run-$PORT"
 TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 POM="$ROOT/scripts/kafka/pom.xml"
@@ -64,17 +78,67 @@ ready() {
     org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$PORT" --list >/dev/null 2>&1
 }
 
+# make_tls generates the certificates and the SASL user's password into
+# $RUN/tls; it returns 1 when openssl is missing.
+make_tls() {
+  command -v openssl >/dev/null 2>&1 || return 1
+  local d="$RUN/tls" pass
+  mkdir -p "$d"
+  pass="$(openssl rand -hex 12)"
+  echo "$pass" >"$d/store.pass"
+  openssl rand -hex 16 >"$d/sasl.pass"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=antidote test CA" \
+      -keyout "$d/ca.key" -out "$d/ca.pem"
+    for who in broker client; do
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=antidote-test-$who" -keyout "$d/$who.key" -out "$d/$who.csr"
+      local usage=serverAuth; [ "$who" = client ] && usage=clientAuth
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=%s\n' "$usage" >"$d/$who.ext"
+      openssl x509 -req -days 7 -in "$d/$who.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -extfile "$d/$who.ext" -out "$d/$who.pem"
+    done
+    openssl pkcs12 -export -in "$d/broker.pem" -inkey "$d/broker.key" -certfile "$d/ca.pem" \
+      -name broker -out "$d/broker.p12" -passout "pass:$pass"
+    keytool -importcert -noprompt -alias ca -file "$d/ca.pem" -keystore "$d/truststore.p12" \
+      -storetype PKCS12 -storepass "$pass"
+  } >"$RUN/tls.log" 2>&1 || { cat "$RUN/tls.log" >&2; die "generating the test certificates failed"; }
+}
+
 write_config() {
   mkdir -p "$RUN/data"
+  local listeners="PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT"
+  local advertised="PLAINTEXT://127.0.0.1:$PORT" protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  local sasl=""
+  if [ -f "$RUN/tls/sasl.pass" ]; then
+    listeners="$listeners,SASL_SSL://127.0.0.1:$SPORT"
+    advertised="$advertised,SASL_SSL://127.0.0.1:$SPORT"
+    protocols="$protocols,SASL_SSL:SASL_SSL"
+    local spass; spass="$(cat "$RUN/tls/store.pass")"
+    local l=listener.name.sasl_ssl
+    sasl="sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+$l.ssl.keystore.location=$RUN/tls/broker.p12
+$l.ssl.keystore.type=PKCS12
+$l.ssl.keystore.password=$spass
+$l.ssl.key.password=$spass
+$l.ssl.truststore.location=$RUN/tls/truststore.p12
+$l.ssl.truststore.type=PKCS12
+$l.ssl.truststore.password=$spass
+$l.ssl.client.auth=requested
+$l.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_antidote=\"$(cat "$RUN/tls/sasl.pass")\";
+$l.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+$l.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+$l.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"antidote\";"
+  fi
   cat >"$RUN/server.properties" <<CONF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CPORT
-listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
+$sasl
 log.dirs=$RUN/data
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -111,15 +175,24 @@ start() {
     echo "127.0.0.1:$PORT"; return 0
   fi
   stop_quiet
-  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
-    die "port $PORT on 127.0.0.1 is taken by another process; set KAFKA_PORT"
-  fi
+  for p in "$PORT" "$SPORT"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      die "port $p on 127.0.0.1 is taken by another process; set KAFKA_PORT"
+    fi
+  done
+  mkdir -p "$RUN"
+  make_tls || log "WARNING: openssl not found: no SASL_SSL listener on 127.0.0.1:$SPORT (the TLS and SASL tests skip)"
   write_config
+  local scram=()
+  if [ -f "$RUN/tls/sasl.pass" ]; then
+    local sp; sp="$(cat "$RUN/tls/sasl.pass")"
+    scram=(--add-scram "SCRAM-SHA-256=[name=antidote,password=$sp]" --add-scram "SCRAM-SHA-512=[name=antidote,password=$sp]")
+  fi
   local cp="$JARS/*" jopts=(-Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true
     "-Dlog4j2.configurationFile=$RUN/log4j2.properties")
   java -cp "$cp" "${jopts[@]}" kafka.tools.StorageTool format \
     -t "$(java -cp "$cp" "${jopts[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null)" \
-    -c "$RUN/server.properties" >"$RUN/format.log" 2>&1 ||
+    -c "$RUN/server.properties" "${scram[@]}" >"$RUN/format.log" 2>&1 ||
     { cat "$RUN/format.log" >&2; die "formatting KRaft storage failed"; }
   log "starting Apache Kafka $VERSION (KRaft, single node) on 127.0.0.1:$PORT"
   setsid java -cp "$cp" "${jopts[@]}" kafka.Kafka "$RUN/server.properties" \
@@ -137,8 +210,24 @@ start() {
     fi
     sleep 0.5
   done
+  write_env
   log "Apache Kafka $VERSION ready on 127.0.0.1:$PORT (pid $(cat "$RUN/pid"))"
   echo "127.0.0.1:$PORT"
+}
+
+# write_env writes $RUN/test.env, the variables the tests read.
+write_env() {
+  {
+    echo "export ANTIDOTE_KAFKA_BROKERS=127.0.0.1:$PORT"
+    if [ -f "$RUN/tls/sasl.pass" ]; then
+      echo "export ANTIDOTE_KAFKA_SASL_BROKERS=127.0.0.1:$SPORT"
+      echo "export ANTIDOTE_KAFKA_SASL_USERNAME=antidote"
+      echo "export ANTIDOTE_KAFKA_SASL_PASSWORD=$(cat "$RUN/tls/sasl.pass")"
+      echo "export ANTIDOTE_KAFKA_TLS_CA=$RUN/tls/ca.pem"
+      echo "export ANTIDOTE_KAFKA_TLS_CERT=$RUN/tls/client.pem"
+      echo "export ANTIDOTE_KAFKA_TLS_KEY=$RUN/tls/client.key"
+    fi
+  } >"$RUN/test.env"
 }
 
 stop_quiet() {
@@ -160,7 +249,7 @@ case "${1:-}" in
   status)
     if pid_alive; then echo "127.0.0.1:$PORT"; else log "not running"; exit 1; fi ;;
   env)
-    pid_alive || die "not running"; echo "export ANTIDOTE_KAFKA_BROKERS=127.0.0.1:$PORT" ;;
+    pid_alive || die "not running"; cat "$RUN/test.env" ;;
   version) echo "$VERSION" ;;
   *) echo "usage: $0 start|stop|status|env|version" >&2; exit 2 ;;
 esac

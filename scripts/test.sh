@@ -79,6 +79,8 @@ if ! brokers="$(scripts/kafka.sh start)"; then
   echo "the real Kafka broker did not start"; exit 1
 fi
 echo "Apache Kafka $(scripts/kafka.sh version) at $brokers"
+# The broker's SASL_SSL listener, its CA and credentials (kafka.sh env).
+eval "$(scripts/kafka.sh env)"
 ANTIDOTE_KAFKA_BROKERS="$brokers" go test -race -count=1 -timeout "$TIMEOUT" -run 'Integration' work
 
 step "schema-registry integration tests against a real Apicurio Registry"

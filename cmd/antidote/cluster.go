@@ -2,9 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +27,8 @@ type globals struct {
 	explicit bool
 	output   string
 	timeout  time.Duration
+	conn     *conn
+	stderr   io.Writer
 }
 
 func readGlobals(cmd *cobra.Command) globals {
@@ -35,10 +43,132 @@ func readGlobals(cmd *cobra.Command) globals {
 	}
 	g.output, _ = fs.GetString("output")
 	g.timeout, _ = fs.GetDuration("timeout")
+	g.conn = connOf(cmd)
+	g.stderr = cmd.ErrOrStderr()
 	return g
 }
 
 func (g globals) json() bool { return g.output == "json" }
+
+// dial connects to the cluster the global flags, the environment and the
+// context name, with their TLS and SASL (see dialCluster). When no broker
+// answers for a few seconds, it says so on stderr rather than wait in
+// silence, and the error names the last reason a connection failed.
+func (g globals) dial(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
+	var (
+		mu      sync.Mutex
+		lastErr error
+	)
+	// A refused login or a certificate that does not verify will not
+	// change by waiting: the dial ends at once.
+	dctx, dcancel := context.WithCancel(ctx)
+	defer dcancel()
+	hook := dialHook(func(addr string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lastErr = fmt.Errorf("%s: %w", addr, err)
+		if fatalConnErr(err) {
+			dcancel()
+		}
+	})
+	var copts []kgo.Opt
+	if g.conn != nil {
+		copts = append(copts, g.conn.opts...)
+	}
+	copts = append(append(copts, kgo.WithHooks(hook)), opts...)
+	if g.stderr != nil && g.timeout > 5*time.Second {
+		done := make(chan struct{})
+		var notice sync.WaitGroup
+		notice.Add(1)
+		go func() {
+			defer notice.Done()
+			t := time.NewTimer(3 * time.Second)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				fmt.Fprintf(g.stderr, "antidote: no answer yet from %s; waiting up to %v (--timeout)\n", strings.Join(g.brokers, ","), g.timeout)
+			case <-done:
+			}
+		}()
+		defer func() {
+			close(done)
+			notice.Wait()
+		}()
+	}
+	cl, err := dialCluster(dctx, g.brokers, g.timeout, copts...)
+	if err != nil && ctx.Err() == nil {
+		mu.Lock()
+		defer mu.Unlock()
+		if lastErr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			return nil, unreachable(g.brokers, g.timeout, lastErr)
+		}
+	}
+	return cl, err
+}
+
+// fatalConnErr reports whether a connection error is one that retrying
+// does not mend: a refused login, a certificate that does not verify, a
+// listener that speaks no TLS.
+func fatalConnErr(err error) bool {
+	var (
+		certErr  *tls.CertificateVerificationError
+		recErr   tls.RecordHeaderError
+		unknownA x509.UnknownAuthorityError
+	)
+	return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.As(err, &certErr) || errors.As(err, &unknownA) || errors.As(err, &recErr)
+}
+
+// dialHook records the errors of connections to brokers.
+type dialHook func(addr string, err error)
+
+func (h dialHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h(net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+	}
+}
+
+func (h dialHook) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	if err := e2e.Err(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		h(net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+	}
+}
+
+var (
+	_ kgo.HookBrokerConnect = dialHook(nil)
+	_ kgo.HookBrokerE2E     = dialHook(nil)
+)
+
+// completeTopics completes topic names from the cluster, within two
+// seconds; nothing when it cannot be reached.
+func completeTopics(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	g := readGlobals(cmd)
+	g.stderr = nil
+	if f := cmd.Flags().Lookup("brokers"); f != nil && !f.Changed {
+		if env := brokersFromEnv(); env != nil {
+			g.brokers = env
+		}
+	}
+	g.timeout = min(g.timeout, 2*time.Second)
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	cl, err := g.dial(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, t := range topics.Names() {
+		if strings.HasPrefix(t, toComplete) {
+			out = append(out, t)
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
 
 // dialCluster creates a client on brokers and checks, within timeout, that
 // the cluster answers a metadata request. The error of an unreachable
@@ -70,7 +200,20 @@ func unreachable(brokers []string, timeout time.Duration, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = "no answer"
 	}
-	return fmt.Errorf("cannot reach Kafka at %s within %v: %s (is a broker running there? set --brokers or %s)",
+	var (
+		certErr  *tls.CertificateVerificationError
+		recErr   tls.RecordHeaderError
+		unknownA x509.UnknownAuthorityError
+	)
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("the login to Kafka at %s was refused: %s (check --sasl-mechanism, the user and the password)", strings.Join(brokers, ","), msg)
+	case errors.As(err, &certErr) || errors.As(err, &unknownA):
+		return fmt.Errorf("TLS with Kafka at %s failed: %s (--tls-ca names the authority that signed the brokers' certificates)", strings.Join(brokers, ","), msg)
+	case errors.As(err, &recErr):
+		return fmt.Errorf("TLS with Kafka at %s failed: %s (does that listener speak TLS?)", strings.Join(brokers, ","), msg)
+	}
+	return fmt.Errorf("cannot reach Kafka at %s within %v: %s (is a broker running there? set --brokers, %s or a --context)",
 		strings.Join(brokers, ","), timeout, msg, EnvBrokers)
 }
 

@@ -736,11 +736,15 @@ func (r *demoRun) keepUp(ctx context.Context, stdout, stderr io.Writer) {
 		w = stderr
 	}
 	b := strings.Join(r.brokers, ",")
-	fmt.Fprintf(w, "\nThe in-process cluster stays up at %s. Press Ctrl-C to stop it. Try:\n", b)
-	fmt.Fprintf(w, "  antidote dlq ls --brokers %s --topic %s\n", b, r.dlq)
-	fmt.Fprintf(w, "  antidote dlq stats --brokers %s --topic %s\n", b, r.dlq)
-	fmt.Fprintf(w, "  antidote dlq --help\n")
-	fmt.Fprintf(w, "  antidote poison --brokers %s --topic %s --kind garbage --count 5\n", b, r.topic)
+	self := selfCommand()
+	fmt.Fprintf(w, "\nThe in-process cluster stays up at %s. Press Ctrl-C to stop it. In another shell, try:\n", b)
+	fmt.Fprintf(w, "  %s dlq ls --brokers %s --topic %s\n", self, b, r.dlq)
+	fmt.Fprintf(w, "  %s dlq stats --brokers %s --topic %s\n", self, b, r.dlq)
+	if at := firstLetter(ctx, r.brokers, r.g.timeout, r.dlq); at != "" {
+		fmt.Fprintf(w, "  %s dlq show --brokers %s --topic %s %s\n", self, b, r.dlq, at)
+	}
+	fmt.Fprintf(w, "  %s dlq redrive --brokers %s --topic %s --dry-run\n", self, b, r.dlq)
+	fmt.Fprintf(w, "  %s poison --brokers %s --topic %s --kind garbage --count 5\n", self, b, r.topic)
 	if r.avro != nil {
 		fmt.Fprintf(w, "The schema registry stays up too, at %s.\n", r.avro.sreg.URL())
 	}

@@ -121,6 +121,28 @@ func readDeadLetters(ctx context.Context, brokers []string, timeout time.Duratio
 	return out, nil
 }
 
+// firstLetter returns "PARTITION:OFFSET" of the first dead letter of
+// topic, for dlq show, or "" when there is none or it cannot be read.
+func firstLetter(ctx context.Context, brokers []string, timeout time.Duration, topic string) string {
+	cl, err := dialCluster(ctx, brokers, timeout)
+	if err != nil {
+		return ""
+	}
+	defer cl.Close()
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	starts, ends, err := deadletter.Bounds(mctx, cl, topic)
+	if err != nil {
+		return ""
+	}
+	for p := int32(0); p < int32(len(ends)); p++ {
+		if ends[p] > starts[p] {
+			return fmt.Sprintf("%d:%d", p, starts[p])
+		}
+	}
+	return ""
+}
+
 // summarize accounts for every produced record, from what the handler
 // completed and what the dead-letter topic holds. The consumer's own
 // counters only supply the skipped count (a skip leaves no other trace).
@@ -144,7 +166,7 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 		DLQTopic:      r.dlq,
 		Group:         r.group,
 		DurationMS:    elapsed.Milliseconds(),
-		Inspect:       fmt.Sprintf("antidote dlq ls --brokers %s --topic %s", strings.Join(r.brokers, ","), r.dlq),
+		Inspect:       r.inspectCommand(),
 	}
 	dlq := make(map[recKey]*deadletter.Failure, len(dead))
 	outageDead := 0
@@ -306,10 +328,25 @@ func (r *demoRun) printSummary(s *demoSummary) {
 	}
 
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Done in %.1fs. Inspect the dead letters:\n  %s\n", float64(s.DurationMS)/1000, s.Inspect)
 	if r.cluster == "kfake" && !r.opts.keep {
-		fmt.Fprintln(w, "The in-process cluster stops with the demo: run 'antidote demo --keep' to keep it up and try that.")
+		fmt.Fprintf(w, "Done in %.1fs. The in-process cluster stops with the demo; to keep it up and inspect the dead letters:\n  %s\n", float64(s.DurationMS)/1000, s.Inspect)
+		return
 	}
+	if r.cluster == "kfake" {
+		// --keep: the commands to try follow.
+		fmt.Fprintf(w, "Done in %.1fs.\n", float64(s.DurationMS)/1000)
+		return
+	}
+	fmt.Fprintf(w, "Done in %.1fs. Inspect the dead letters:\n  %s\n", float64(s.DurationMS)/1000, s.Inspect)
+}
+
+// inspectCommand is the command that shows the dead letters: dlq ls on a
+// cluster that stays up, else the demo again with --keep.
+func (r *demoRun) inspectCommand() string {
+	if r.cluster == "kfake" && !r.opts.keep {
+		return selfCommand() + " demo --keep"
+	}
+	return fmt.Sprintf("%s dlq ls --brokers %s --topic %s", selfCommand(), strings.Join(r.brokers, ","), r.dlq)
 }
 
 // outcomeText is the table's wording of an outcome key of [kindResult].

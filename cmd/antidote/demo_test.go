@@ -84,7 +84,11 @@ func checkDemoSummary(t *testing.T, code int, stdout, stderr string) demoSummary
 			}
 		}
 	}
-	if !strings.Contains(s.Inspect, "antidote dlq ls --brokers ") || !strings.Contains(s.Inspect, "--topic "+s.DLQTopic) {
+	// The cluster of a demo without --keep is gone: the hint is --keep.
+	if s.Cluster == "kfake" && !strings.HasSuffix(s.Inspect, " demo --keep") {
+		t.Errorf("inspect command %q for a stopped cluster", s.Inspect)
+	}
+	if s.Cluster != "kfake" && (!strings.Contains(s.Inspect, " dlq ls --brokers ") || !strings.Contains(s.Inspect, "--topic "+s.DLQTopic)) {
 		t.Errorf("inspect command %q", s.Inspect)
 	}
 	return s
@@ -109,7 +113,7 @@ func TestDemoTable(t *testing.T) {
 	}
 	for _, want := range []string{"inventory database DOWN", "UP again", "WHAT WAS PRODUCED", "garbage bytes",
 		"dead-lettered: deserialize-value, permanent, *json.SyntaxError", "lost", "nothing lost", "dead-lettered by it",
-		"antidote dlq ls --brokers 127.0.0.1:", "--topic orders.dlq"} {
+		"go run ./cmd/antidote demo --keep"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -190,6 +194,31 @@ func TestDemoKeep(t *testing.T) {
 	dead, err := readDeadLetters(ctx, strings.Split(m[1], ","), 10*time.Second, "orders.dlq")
 	if err != nil || len(dead) == 0 {
 		t.Fatalf("reading orders.dlq on the kept cluster: %d dead letters, %v", len(dead), err)
+	}
+	// Every printed command works when pasted: each one once, and the
+	// four dlq commands are there.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), " poison --brokers "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no hints:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		cmdline, ok := strings.CutPrefix(line, "  "+selfCommand()+" ")
+		if !ok {
+			continue
+		}
+		args := strings.Fields(cmdline)
+		seen[strings.Join(args[:2], " ")]++
+		if code, _, errOut := runCmd(t, args...); code != exitOK {
+			t.Errorf("pasted %q: exit %d: %s", line, code, errOut)
+		}
+	}
+	for _, c := range []string{"dlq ls", "dlq stats", "dlq show", "dlq redrive", "poison --brokers"} {
+		if seen[c] != 1 {
+			t.Errorf("hint %q printed %d times:\n%s", c, seen[c], out.String())
+		}
 	}
 	cancel()
 	select {

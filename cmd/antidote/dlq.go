@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ Filters (ls, stats, redrive): --original-topic, --stage, --class, --reason
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newDLQLsCmd(), newDLQShowCmd(), newDLQStatsCmd(), newDLQRedriveCmd())
+	cmd.AddCommand(newDLQLsCmd(), newDLQShowCmd(), newDLQStatsCmd(), newDLQRedriveCmd(), newDLQPurgeCmd())
 	return cmd
 }
 
@@ -58,8 +59,15 @@ type dlqFlags struct {
 	since, until                        string
 }
 
+// Values of the enum filter flags, for help and completion.
+var (
+	dlqStages  = []string{"deserialize-key", "deserialize-value", "process", "KEY_CONVERTER", "VALUE_CONVERTER", "HEADER_CONVERTER", "TRANSFORMATION", "TASK_PUT", "TASK_POLL"}
+	dlqClasses = []string{"permanent", "transient", "unclassified"}
+)
+
 func (f *dlqFlags) addTopic(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.topic, "topic", "", "the dead-letter topic (required; env "+envDLQTopic+")")
+	cmd.Flags().StringVar(&f.topic, "topic", "", "the dead-letter topic (required; env "+envDLQTopic+", or the context's topic)")
+	_ = cmd.RegisterFlagCompletionFunc("topic", completeTopics)
 }
 
 func (f *dlqFlags) addFilters(cmd *cobra.Command) {
@@ -70,91 +78,130 @@ func (f *dlqFlags) addFilters(cmd *cobra.Command) {
 	fs.StringVar(&f.reason, "reason", "", "only letters whose reason, error type or message contains this text")
 	fs.StringVar(&f.since, "since", "", "only letters dead-lettered at or after this time (RFC 3339, or a duration ago: 90m, 2h, 7d)")
 	fs.StringVar(&f.until, "until", "", "only letters dead-lettered before this time (RFC 3339, or a duration ago)")
+	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(dlqStages, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("class", cobra.FixedCompletions(dlqClasses, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("original-topic", completeTopics)
 }
 
 // resolveTopic applies the environment fallback and requires a topic.
-func (f *dlqFlags) resolveTopic() error {
+func (f *dlqFlags) resolveTopic(cmd *cobra.Command) error {
 	if f.topic == "" {
 		f.topic = strings.TrimSpace(os.Getenv(envDLQTopic))
 	}
 	if f.topic == "" {
-		return usagef("--topic is required: the dead-letter topic to read (or set %s)", envDLQTopic)
+		f.topic = connOf(cmd).topic
+	}
+
+	if f.topic == "" {
+		return usagef("--topic is required: the dead-letter topic to read (or set %s, or a topic in the --context)", envDLQTopic)
 	}
 	return nil
 }
 
-// filter returns the filter the flags describe.
+// filter returns the filter the flags describe. A duration ago ("7d")
+// stays relative (MaxAge, MinAge), so that a redrive's group does not
+// change from run to run; the readers resolve it with At.
 func (f *dlqFlags) filter(now time.Time) (deadletter.Filter, error) {
-	since, err := parseWhen("since", f.since, now)
-	if err != nil {
+	flt := deadletter.Filter{OriginalTopic: f.originalTopic, Stage: f.stage, Class: f.class, Reason: f.reason}
+	var err error
+	if flt.Since, flt.MaxAge, err = parseWhen("since", f.since); err != nil {
 		return deadletter.Filter{}, err
 	}
-	until, err := parseWhen("until", f.until, now)
-	if err != nil {
+	if flt.Until, flt.MinAge, err = parseWhen("until", f.until); err != nil {
 		return deadletter.Filter{}, err
 	}
-	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+	if r := flt.At(now); !r.Since.IsZero() && !r.Until.IsZero() && !r.Since.Before(r.Until) {
 		return deadletter.Filter{}, usagef("--since %s is not before --until %s", f.since, f.until)
 	}
-	return deadletter.Filter{
-		OriginalTopic: f.originalTopic, Stage: f.stage, Class: f.class, Reason: f.reason,
-		Since: since, Until: until,
-	}, nil
+	return flt, nil
 }
 
 // parseWhen reads an RFC 3339 time, or a duration before now ("90m",
 // "2h", "7d").
-func parseWhen(flag, s string, now time.Time) (time.Time, error) {
+func parseWhen(flag, s string) (time.Time, time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return time.Time{}, nil
+		return time.Time{}, 0, nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
+		return t, 0, nil
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.ParseFloat(days, 64); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n * 24 * float64(time.Hour))), nil
+		if n, err := strconv.ParseFloat(days, 64); err == nil && n > 0 && n < 1e5 {
+			return time.Time{}, time.Duration(n * 24 * float64(time.Hour)), nil
 		}
 	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return time.Time{}, d, nil
 	}
-	return time.Time{}, usagef("--%s %q: want an RFC 3339 time (2026-03-14T15:00:00Z) or a duration ago (90m, 2h, 7d)", flag, s)
+	return time.Time{}, 0, usagef("--%s %q: want an RFC 3339 time (2026-03-14T15:00:00Z) or a duration ago (90m, 2h, 7d)", flag, s)
 }
 
 // dlqSession is a connection to the cluster of a dlq command.
 type dlqSession struct {
-	g     globals
-	cl    *kgo.Client
-	topic string
-	idle  time.Duration
+	g        globals
+	cl       *kgo.Client
+	topic    string
+	idle     time.Duration
+	memLimit int64 // the memory limit to restore on close, or -1
+}
+
+// dlqMemoryLimit is the soft memory limit of the dlq commands when
+// GOMEMLIMIT does not set one: with the bounded fetches, it keeps the
+// resident size of a scan of any topic under 100 MB.
+const dlqMemoryLimit = 64 << 20
+
+// dlqReadOpts bound what a reading client buffers: a few MB of fetched
+// records whatever the topic's size.
+func dlqReadOpts() []kgo.Opt {
+	return append(deadletter.ScanOpts(),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxBytes(1<<20),
+		kgo.FetchMaxPartitionBytes(512<<10),
+	)
 }
 
 // openDLQ connects within --timeout and checks that the topic exists.
-func openDLQ(ctx context.Context, cmd *cobra.Command, topic string) (*dlqSession, error) {
+func openDLQ(ctx context.Context, cmd *cobra.Command, topic string, opts ...kgo.Opt) (*dlqSession, error) {
 	g := readGlobals(cmd)
-	cl, err := dialCluster(ctx, g.brokers, g.timeout, kgo.FetchMaxWait(500*time.Millisecond))
+	cl, err := g.dial(ctx, append(dlqReadOpts(), opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	s := &dlqSession{g: g, cl: cl, topic: topic, idle: min(max(g.timeout, 2*time.Second), 10*time.Second)}
+	s := &dlqSession{g: g, cl: cl, topic: topic, idle: max(g.timeout, 10*time.Second), memLimit: -1}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		s.memLimit = debug.SetMemoryLimit(dlqMemoryLimit)
+	}
 	mctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	if _, _, err := deadletter.Bounds(mctx, cl, topic); err != nil {
-		cl.Close()
-		return nil, s.explain(ctx, err)
+		err = s.explain(ctx, err)
+		s.close()
+		return nil, err
 	}
 	return s, nil
 }
 
-func (s *dlqSession) close() { s.cl.Close() }
+func (s *dlqSession) close() {
+	s.cl.Close()
+	if s.memLimit >= 0 {
+		debug.SetMemoryLimit(s.memLimit)
+	}
+}
 
 // explain turns library errors into the command's one-line errors.
 func (s *dlqSession) explain(ctx context.Context, err error) error {
+	var ute *deadletter.UnknownTargetError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ute):
+		n := "3"
+		if _, ends, berr := deadletter.Bounds(ctx, s.cl, s.topic); berr == nil {
+			n = strconv.Itoa(len(ends))
+		}
+		return fmt.Errorf("target topic %q does not exist: nothing was produced to it; create it first (kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions %s), or redrive elsewhere with --to",
+			ute.Topic, s.g.brokers[0], ute.Topic, n)
 	case errors.Is(err, deadletter.ErrUnknownTopic):
 		return fmt.Errorf("topic %q does not exist", s.topic)
 	case ctx.Err() != nil:
@@ -165,8 +212,7 @@ func (s *dlqSession) explain(ctx context.Context, err error) error {
 	return errors.New(strings.ReplaceAll(err.Error(), "deadletter: ", ""))
 }
 
-// scan reads the selected letters of the topic, in offset order per
-// partition.
+// scan reads the letters of the topic, in offset order per partition.
 func (s *dlqSession) scan(ctx context.Context, cfg deadletter.ScanConfig, fn func(*deadletter.Letter, error) error) error {
 	cfg.Topic = s.topic
 	cfg.IdleTimeout = s.idle
@@ -177,73 +223,168 @@ func (s *dlqSession) scan(ctx context.Context, cfg deadletter.ScanConfig, fn fun
 	return s.explain(ctx, err)
 }
 
-// letters reads every letter the filter selects.
-// load connects to the cluster and reads the letters the flags select, as of
-// now. The caller closes the session.
-func (f *dlqFlags) load(cmd *cobra.Command, now time.Time) (*dlqSession, []dlqEntry, error) {
-	if err := f.resolveTopic(); err != nil {
-		return nil, nil, err
-	}
-	flt, err := f.filter(now)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := openDLQ(cmd.Context(), cmd, f.topic)
-	if err != nil {
-		return nil, nil, err
-	}
-	es, err := s.letters(cmd.Context(), flt)
-	if err != nil {
-		s.close()
-		return nil, nil, err
-	}
-	return s, es, nil
-}
-
-func (s *dlqSession) letters(ctx context.Context, f deadletter.Filter) ([]dlqEntry, error) {
-	var out []dlqEntry
-	err := s.scan(ctx, deadletter.ScanConfig{}, func(l *deadletter.Letter, err error) error {
-		if f.IsZero() || (l.Dialect != deadletter.DialectUnknown && f.Match(l)) {
-			out = append(out, dlqEntry{l, err})
-		}
-		return nil
-	})
-	return out, err
-}
-
 // dlqEntry is a letter and its parse error, if any.
 type dlqEntry struct {
 	l   *deadletter.Letter
 	err error
 }
 
+// selects reports whether the filter selects e: every record for the
+// zero filter, only letters of a known dialect otherwise.
+func selects(f deadletter.Filter, e dlqEntry) bool {
+	return f.IsZero() || (e.l.Dialect != deadletter.DialectUnknown && f.Match(e.l))
+}
+
+// unreadable counts the records read and those that are no readable
+// letter, to warn about a topic that is probably not a dead-letter topic.
+type unreadable struct{ read, bad int }
+
+func (u *unreadable) add(e dlqEntry) {
+	u.read++
+	if e.err != nil {
+		u.bad++
+	}
+}
+
+// warn prints the warning when every record read is unreadable.
+func (u *unreadable) warn(w io.Writer, topic string) {
+	if u.read > 0 && u.bad == u.read {
+		fmt.Fprintf(w, "antidote: warning: none of the %d records read from %s is a readable dead letter (no or malformed failure headers): it is probably not a dead-letter topic\n", u.read, topic)
+	}
+}
+
+// lsFlags are the flags of dlq ls.
+type lsFlags struct {
+	dlqFlags
+	limit      int
+	partitions []int32
+	offsets    string
+	key        string
+	follow     bool
+	noHeaders  bool
+}
+
+// scanConfig returns the range the flags select.
+func (f *lsFlags) scanConfig(cmd *cobra.Command) (deadletter.ScanConfig, error) {
+	cfg := deadletter.ScanConfig{Partitions: f.partitions, Follow: f.follow}
+	for _, p := range f.partitions {
+		if p < 0 {
+			return cfg, usagef("--partition %d: must not be negative", p)
+		}
+	}
+	if f.limit < 0 {
+		return cfg, usagef("--limit %d: must not be negative", f.limit)
+	}
+	if f.offsets == "" {
+		return cfg, nil
+	}
+	from, to, err := parseOffsets(f.offsets)
+	if err != nil {
+		return cfg, err
+	}
+	if !cmd.Flags().Changed("partition") {
+		return cfg, usagef("--offset needs --partition: offsets are per partition")
+	}
+	cfg.From, cfg.To = map[int32]int64{}, map[int32]int64{}
+	for _, p := range f.partitions {
+		cfg.From[p] = from
+		if to >= 0 {
+			cfg.To[p] = to + 1
+		}
+	}
+	return cfg, nil
+}
+
+// parseOffsets reads FROM or FROM-TO (TO inclusive; -1 for no TO).
+func parseOffsets(s string) (from, to int64, err error) {
+	a, b, ranged := strings.Cut(strings.TrimSpace(s), "-")
+	from, ferr := strconv.ParseInt(a, 10, 64)
+	to = -1
+	var terr error
+	if ranged {
+		to, terr = strconv.ParseInt(b, 10, 64)
+	}
+	if ferr != nil || terr != nil || from < 0 || (ranged && to < from) {
+		return 0, 0, usagef("--offset %q: want FROM or FROM-TO, offsets with FROM <= TO (such as 100 or 100-199)", s)
+	}
+	return from, to, nil
+}
+
 func newDLQLsCmd() *cobra.Command {
-	var f dlqFlags
+	var f lsFlags
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the dead letters of a topic",
-		Long: `List the dead letters of a topic: where each is, its dialect, the original
-record's topic, partition and offset, the stage and class of the failure, the
-error, and its age. Malformed failure headers are noted in the REASON column
-(and in "error" with -o json).`,
-		Example: `  antidote dlq ls --topic orders.dlq
-  antidote dlq ls --topic orders.dlq --original-topic orders --class permanent -o json`,
+		Long: `List the dead letters of a topic as they are read: where each is, its
+dialect, the original record's topic, partition and offset, the stage and class
+of the failure, the error, how often it was redriven already, and its age.
+Malformed failure headers are noted in the REASON column (and in "error" with
+-o json). The list streams: the first letters show at once, whatever the size
+of the topic.
+
+-o json prints JSON Lines (one letter per line), -o yaml one YAML document per
+letter, -o wide more columns.`,
+		Example: `  antidote dlq ls --topic orders.dlq --limit 20
+  antidote dlq ls --topic orders.dlq --original-topic orders --class permanent -o json
+  antidote dlq ls --topic orders.dlq --partition 2 --offset 1200-1299
+  antidote dlq ls --topic orders.dlq --follow`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.resolveTopic(cmd); err != nil {
+				return err
+			}
 			now := time.Now()
-			s, es, err := f.load(cmd, now)
+			flt, err := f.filter(now)
+			if err != nil {
+				return err
+			}
+			flt = flt.At(now)
+			cfg, err := f.scanConfig(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, err := openDLQ(ctx, cmd, f.topic)
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if s.g.json() {
-				return writeDLQJSON(cmd.OutOrStdout(), dlqListJSON(es))
+			out := newLetterSink(cmd.OutOrStdout(), s.g.output, f.noHeaders, now)
+			var u unreadable
+			n := 0
+			err = s.scan(ctx, cfg, func(l *deadletter.Letter, perr error) error {
+				e := dlqEntry{l, perr}
+				u.add(e)
+				if !selects(flt, e) || (f.key != "" && string(l.Record.Key) != f.key) {
+					return nil
+				}
+				if err := out.letter(e); err != nil {
+					return err
+				}
+				if n++; f.limit > 0 && n >= f.limit {
+					return deadletter.ErrStop
+				}
+				return nil
+			})
+			if cerr := out.close(n); err == nil {
+				err = cerr
 			}
-			return printDLQList(cmd.OutOrStdout(), es, now)
+			if f.follow && ctx.Err() != nil {
+				err = nil // Ctrl-C is how --follow ends
+			}
+			u.warn(cmd.ErrOrStderr(), f.topic)
+			return err
 		},
 	}
 	f.addTopic(cmd)
 	f.addFilters(cmd)
+	fs := cmd.Flags()
+	fs.IntVar(&f.limit, "limit", 0, "stop after this many letters (0: no limit)")
+	fs.Int32SliceVar(&f.partitions, "partition", nil, "only these partitions (comma-separated or repeated)")
+	fs.StringVar(&f.offsets, "offset", "", "only offsets FROM or FROM-TO (inclusive) of the --partition given")
+	fs.StringVar(&f.key, "key", "", "only letters whose record key is this text")
+	fs.BoolVarP(&f.follow, "follow", "f", false, "keep listing new letters as they arrive (Ctrl-C ends)")
+	fs.BoolVar(&f.noHeaders, "no-headers", false, "leave out the header line of the table")
 	return cmd
 }
 
@@ -264,7 +405,7 @@ UTF-8, as JSON when they are JSON, else as a hex dump (--as forces one).`,
   antidote dlq show --topic orders.dlq --partition 0 --offset 17 --as hex`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.resolveTopic(); err != nil {
+			if err := f.resolveTopic(cmd); err != nil {
 				return err
 			}
 			fs := cmd.Flags()
@@ -300,8 +441,11 @@ UTF-8, as JSON when they are JSON, else as a hex dump (--as forces one).`,
 			if err != nil {
 				return err
 			}
-			if s.g.json() {
+			switch s.g.output {
+			case "json":
 				return writeDLQJSON(cmd.OutOrStdout(), dlqShowJSON(e, as))
+			case "yaml":
+				return writeDLQYAML(cmd.OutOrStdout(), dlqShowJSON(e, as))
 			}
 			return printDLQShow(cmd.OutOrStdout(), e, as, time.Now())
 		},
@@ -331,7 +475,7 @@ func (s *dlqSession) one(ctx context.Context, partition int32, offset int64) (dl
 		return dlqEntry{}, fmt.Errorf("no record at %d:%d: partition %d ends before offset %d", partition, offset, partition, end)
 	}
 	var e *dlqEntry
-	err = s.scan(ctx, deadletter.ScanConfig{Partitions: []int32{partition}, From: map[int32]int64{partition: offset}},
+	err = s.scan(ctx, deadletter.ScanConfig{Partitions: []int32{partition}, From: map[int32]int64{partition: offset}, To: map[int32]int64{partition: offset + 1}},
 		func(l *deadletter.Letter, err error) error {
 			e = &dlqEntry{l, err}
 			return deadletter.ErrStop
@@ -349,19 +493,62 @@ func newDLQStatsCmd() *cobra.Command {
 	var f dlqFlags
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Count the dead letters by dialect, reason, stage, class, error and original topic",
+		Short: "Count the dead letters by dialect, reason, stage, class, error, original topic and redrives",
+		Long: `Count the dead letters by dialect, reason, stage, class, error type, original
+topic and redrive count. The counts are kept as the letters are read, so the
+memory used does not grow with the topic; on a terminal a progress line on
+stderr shows how far the read is.`,
 		Example: `  antidote dlq stats --topic orders.dlq
   antidote dlq stats --topic orders.dlq --since 24h -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, es, err := f.load(cmd, time.Now())
+			if err := f.resolveTopic(cmd); err != nil {
+				return err
+			}
+			now := time.Now()
+			flt, err := f.filter(now)
+			if err != nil {
+				return err
+			}
+			flt = flt.At(now)
+			ctx := cmd.Context()
+			s, err := openDLQ(ctx, cmd, f.topic)
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			st := countDLQ(f.topic, es)
-			if s.g.json() {
+			st := newDLQStats(f.topic)
+			var disp *live
+			if isTerminal(cmd.ErrOrStderr()) {
+				disp = newLive(cmd.ErrOrStderr(), true)
+			}
+			var due int64
+			read := 0
+			var u unreadable
+			last := time.Now()
+			err = s.scan(ctx, deadletter.ScanConfig{Started: func(n int64) { due = n }}, func(l *deadletter.Letter, perr error) error {
+				e := dlqEntry{l, perr}
+				u.add(e)
+				if read++; disp != nil && read%1024 == 0 && time.Since(last) > 100*time.Millisecond {
+					last = time.Now()
+					disp.status(fmt.Sprintf("stats %s: %d of %d read (%d%%)", f.topic, read, due, int64(read)*100/max(due, 1)), false)
+				}
+				if selects(flt, e) {
+					st.add(e)
+				}
+				return nil
+			})
+			disp.clear()
+			if err != nil {
+				return err
+			}
+			u.warn(cmd.ErrOrStderr(), f.topic)
+			st.finish()
+			switch s.g.output {
+			case "json":
 				return writeDLQJSON(cmd.OutOrStdout(), st)
+			case "yaml":
+				return writeDLQYAML(cmd.OutOrStdout(), st)
 			}
 			return printDLQStats(cmd.OutOrStdout(), st)
 		},
@@ -386,20 +573,25 @@ Each redriven record carries two more headers: antidote.redrive.count (how many
 times it was redriven) and antidote.redrive.from (topic/partition/offset of the
 dead letter). A record already redriven --max-redrives times is refused, which
 breaks loops. Records that cannot be redriven (malformed headers, no original
-topic) are refused too, and listed.
+topic) are refused too, and listed. Every target topic is checked before the
+first record goes to it.
 
-The redrive is resumable: progress is committed as the offsets of a consumer
-group on the dead-letter topic, record by record after each re-produce is
-acknowledged. Run an interrupted redrive again (the same command line) and it
-continues where it stopped, neither repeating nor skipping a record. The group
-is antidote-redrive-<topic>, with a hash of --to and the filters when given,
-or --group.`,
+The redrive is resumable: records are produced in pipelined batches, and the
+progress is committed as the offsets of a consumer group on the dead-letter
+topic once a batch is acknowledged. Run an interrupted redrive again (the same
+command line, also with a relative --since such as 7d) and it continues where
+it stopped. A crash repeats at most the batch in flight; with --exactly-once,
+each batch and its progress are one Kafka transaction, and a crash repeats
+nothing for consumers that read with isolation.level=read_committed. The group
+is antidote-redrive-<topic>, with a hash of --to and the filters when given, or
+--group.`,
 		Example: `  antidote dlq redrive --topic orders.dlq --dry-run
-  antidote dlq redrive --topic orders.dlq --stage process --rate 100
+  antidote dlq redrive --topic orders.dlq --stage process --since 7d --rate 100
+  antidote dlq redrive --topic orders.dlq --exactly-once
   antidote dlq redrive --topic orders.dlq --to orders-replay --max-redrives 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.resolveTopic(); err != nil {
+			if err := f.resolveTopic(cmd); err != nil {
 				return err
 			}
 			flt, err := f.filter(time.Now())
@@ -414,12 +606,21 @@ or --group.`,
 				return usagef("--rate %v: must not be negative", cfg.Rate)
 			case cfg.Limit < 0:
 				return usagef("--limit %d: must not be negative", cfg.Limit)
+			case cfg.BatchRecords < 1:
+				return usagef("--batch %d: must be at least 1", cfg.BatchRecords)
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{errors.New(strings.ReplaceAll(err.Error(), "deadletter: redrive: ", ""))}
 			}
+			if cfg.Group == "" {
+				cfg.Group = cfg.DefaultGroup()
+			}
+			var opts []kgo.Opt
+			if cfg.ExactlyOnce {
+				opts = deadletter.RedriveTxnOpts(cfg.Group)
+			}
 			ctx := cmd.Context()
-			s, err := openDLQ(ctx, cmd, f.topic)
+			s, err := openDLQ(ctx, cmd, f.topic, opts...)
 			if err != nil {
 				return err
 			}
@@ -432,10 +633,13 @@ or --group.`,
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.To, "to", "", "produce every record to this topic instead of its original topic")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "decide and report, but produce and commit nothing")
+	fs.BoolVar(&cfg.ExactlyOnce, "exactly-once", false, "produce each batch and commit its progress in one Kafka transaction")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "at most this many records per second (0: no limit)")
+	fs.IntVar(&cfg.BatchRecords, "batch", deadletter.DefaultBatchRecords, "records produced before their acknowledgements and progress are awaited")
 	fs.IntVar(&cfg.MaxRedrives, "max-redrives", deadletter.DefaultMaxRedrives, "refuse records already redriven this many times (-1: no limit)")
 	fs.StringVar(&cfg.Group, "group", "", "consumer group holding the progress (default antidote-redrive-<topic>[-<hash of --to and filters>])")
 	fs.IntVar(&cfg.Limit, "limit", 0, "stop after redriving this many records (0: no limit); run again to continue")
+	_ = cmd.RegisterFlagCompletionFunc("to", completeTopics)
 	return cmd
 }
 
@@ -450,14 +654,21 @@ func (s *dlqSession) redrive(ctx context.Context, stdout, stderr io.Writer, cfg 
 		return fmt.Sprintf("redrive %s: %d/%d read · %d %s · %d refused · %d skipped",
 			s.topic, r.Scanned, r.Remaining, r.Redriven, verb, r.Refused, r.Skipped)
 	}
-	cfg.Progress = func(r deadletter.RedriveResult) { disp.status(line(r), false) }
+	last := time.Time{}
+	cfg.Progress = func(r deadletter.RedriveResult) {
+		if time.Since(last) >= 100*time.Millisecond {
+			last = time.Now()
+			disp.status(line(r), false)
+		}
+	}
 	res, err := deadletter.Redrive(ctx, s.cl, cfg)
-	disp.event(line(res))
-	if res.Group == "" {
+	if err != nil && res.Scanned == 0 && ctx.Err() == nil {
 		// Failed before reading anything.
+		disp.clear()
 		return s.explain(ctx, err)
 	}
-	if perr := printRedrive(stdout, s.g.json(), s.topic, res); perr != nil && err == nil {
+	disp.event(line(res))
+	if perr := printRedrive(stdout, s.g.output, s.topic, res); perr != nil && err == nil {
 		err = perr
 	}
 	if err != nil {

@@ -27,10 +27,11 @@ func writeDLQJSON(w io.Writer, v any) error {
 // dlqOriginalJSON is where a letter's record came from; unknown fields are
 // null.
 type dlqOriginalJSON struct {
-	Topic     *string    `json:"topic"`
-	Partition *int32     `json:"partition"`
-	Offset    *int64     `json:"offset"`
-	Timestamp *time.Time `json:"timestamp"`
+	Topic         *string    `json:"topic"`
+	Partition     *int32     `json:"partition"`
+	Offset        *int64     `json:"offset"`
+	Timestamp     *time.Time `json:"timestamp"`
+	TimestampType string     `json:"timestamp_type,omitempty"`
 }
 
 // dlqLetterJSON is one letter in -o json output.
@@ -46,12 +47,15 @@ type dlqLetterJSON struct {
 	ErrorType string          `json:"error_type,omitempty"`
 	CauseType string          `json:"cause_type,omitempty"`
 	Message   string          `json:"message,omitempty"`
+	RootCause string          `json:"root_cause,omitempty"`
 	Attempts  int             `json:"attempts,omitempty"`
 	Group     string          `json:"group,omitempty"`
 	Connector string          `json:"connector,omitempty"`
 	Task      *int            `json:"task,omitempty"`
 	Executor  string          `json:"executor,omitempty"`
 	Redrives  int             `json:"redrives"`
+	// RedrivenFrom is the dead letter the record was last redriven from.
+	RedrivenFrom string `json:"redriven_from,omitempty"`
 	// Error notes malformed failure headers.
 	Error string `json:"error,omitempty"`
 }
@@ -61,8 +65,9 @@ func letterJSON(e dlqEntry) dlqLetterJSON {
 	j := dlqLetterJSON{
 		Partition: l.Record.Partition, Offset: l.Record.Offset, Timestamp: l.Record.Timestamp,
 		Dialect: l.Dialect.String(), Stage: l.Stage, Class: l.Class, Reason: l.Reason,
-		ErrorType: l.ErrorType, CauseType: l.CauseType, Message: l.Message, Attempts: l.Attempts,
+		ErrorType: l.ErrorType, CauseType: l.CauseType, Message: l.Message, RootCause: l.RootCause(), Attempts: l.Attempts,
 		Group: l.Group, Connector: l.Connector, Executor: l.Executor, Redrives: l.Redrives,
+		RedrivenFrom: l.RedrivenFrom,
 	}
 	if l.OriginalTopic != "" {
 		j.Original.Topic = &l.OriginalTopic
@@ -76,6 +81,7 @@ func letterJSON(e dlqEntry) dlqLetterJSON {
 	if !l.OriginalTimestamp.IsZero() {
 		j.Original.Timestamp = &l.OriginalTimestamp
 	}
+	j.Original.TimestampType = l.OriginalTimestampType
 	if l.Task >= 0 {
 		j.Task = &l.Task
 	}
@@ -83,14 +89,6 @@ func letterJSON(e dlqEntry) dlqLetterJSON {
 		j.Error = cleanErr(e.err)
 	}
 	return j
-}
-
-func dlqListJSON(es []dlqEntry) []dlqLetterJSON {
-	out := make([]dlqLetterJSON, 0, len(es))
-	for _, e := range es {
-		out = append(out, letterJSON(e))
-	}
-	return out
 }
 
 // cleanErr is a parse error on one line, without the package prefix.
@@ -141,6 +139,12 @@ func reasonText(e dlqEntry) string {
 		parts = append(parts, l.Reason)
 	}
 	msg := strings.Join(strings.Fields(l.Message), " ")
+	if rc := l.RootCause(); rc != "" {
+		// The innermost cause says why ("failed to deserialize" does
+		// not).
+		typ, msg, _ = strings.Cut(rc, ": ")
+		msg = strings.TrimSpace(msg)
+	}
 	switch {
 	case typ != "" && msg != "":
 		parts = append(parts, shortType(typ)+": "+msg)
@@ -179,22 +183,6 @@ func age(now, t time.Time) string {
 	return strconv.Itoa(int(d.Hours()/24)) + "d"
 }
 
-func printDLQList(w io.Writer, es []dlqEntry, now time.Time) error {
-	if len(es) == 0 {
-		_, err := fmt.Fprintln(w, "no dead letters")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tOFFSET\tDIALECT\tORIGINAL\tSTAGE\tCLASS\tREASON\tAGE")
-	for _, e := range es {
-		l := e.l
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			l.Record.Partition, l.Record.Offset, l.Dialect, clip(originalText(l), 48),
-			dash(l.Stage), dash(l.Class), clip(reasonText(e), 72), age(now, l.Record.Timestamp))
-	}
-	return tw.Flush()
-}
-
 // Show.
 
 // dlqBytesJSON is a key or a value in -o json output.
@@ -209,6 +197,7 @@ type dlqBytesJSON struct {
 
 type dlqHeaderJSON struct {
 	Key     string  `json:"key"`
+	Kind    string  `json:"kind"`              // original, failure or metadata
 	Value   *string `json:"value"`             // the value as text, when printable
 	Hex     string  `json:"hex,omitempty"`     // the value in hex, when not
 	Decoded string  `json:"decoded,omitempty"` // a binary value decoded
@@ -222,6 +211,7 @@ type dlqShowOut struct {
 	Value           dlqBytesJSON    `json:"value"`
 	Headers         []dlqHeaderJSON `json:"headers"`
 	OriginalHeaders int             `json:"original_headers"`
+	MetadataHeaders int             `json:"metadata_headers"`
 }
 
 func dlqShowJSON(e dlqEntry, as string) dlqShowOut {
@@ -229,10 +219,11 @@ func dlqShowJSON(e dlqEntry, as string) dlqShowOut {
 	out := dlqShowOut{
 		Topic: l.Record.Topic, dlqLetterJSON: letterJSON(e), StackTrace: l.StackTrace,
 		Key: bytesJSON(l.Record.Key, as), Value: bytesJSON(l.Record.Value, as),
-		OriginalHeaders: len(l.OriginalHeaders),
+		OriginalHeaders: len(l.OriginalHeaders), MetadataHeaders: len(l.Metadata),
 	}
-	for _, h := range l.Record.Headers {
-		j := dlqHeaderJSON{Key: h.Key, Decoded: decodeBinary(h)}
+	kinds := l.HeaderKinds()
+	for i, h := range l.Record.Headers {
+		j := dlqHeaderJSON{Key: h.Key, Kind: string(kinds[i]), Decoded: decodeBinary(h)}
 		if h.Value != nil && printable(h.Value) {
 			s := string(h.Value)
 			j.Value = &s
@@ -360,6 +351,9 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 	if !l.OriginalTimestamp.IsZero() {
 		orig += ", " + l.OriginalTimestamp.UTC().Format(deadletter.TimeLayout)
 	}
+	if l.OriginalTimestampType != "" {
+		orig += " (" + l.OriginalTimestampType + ")"
+	}
 	row("original", orig)
 	row("stage", l.Stage)
 	row("class", l.Class)
@@ -367,6 +361,7 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 	row("error type", l.ErrorType)
 	row("cause type", l.CauseType)
 	row("message", strings.Join(strings.Fields(l.Message), " "))
+	row("root cause", l.RootCause())
 	if l.Attempts > 0 {
 		row("attempts", strconv.Itoa(l.Attempts))
 	}
@@ -385,10 +380,15 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 		return err
 	}
 
-	fmt.Fprintf(&b, "\nheaders (%d, the first %d original):\n", len(r.Headers), len(l.OriginalHeaders))
+	fmt.Fprintf(&b, "\nheaders (%d: %d original, %d failure", len(r.Headers), len(l.OriginalHeaders), len(r.Headers)-len(l.OriginalHeaders)-len(l.Metadata))
+	if len(l.Metadata) > 0 {
+		fmt.Fprintf(&b, ", %d %s metadata, never redriven", len(l.Metadata), l.Dialect)
+	}
+	fmt.Fprintln(&b, "):")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, h := range r.Headers {
-		fmt.Fprintf(tw, "  %s\t%s\n", h.Key, headerText(h))
+	kinds := l.HeaderKinds()
+	for i, h := range r.Headers {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", safe(h.Key), kinds[i], safe(headerText(h)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -458,44 +458,91 @@ type dlqStats struct {
 	Topic           string         `json:"topic"`
 	Total           int            `json:"total"`
 	Malformed       int            `json:"malformed"`
+	Redriven        int            `json:"redriven"`
 	ByDialect       map[string]int `json:"by_dialect"`
 	ByReason        map[string]int `json:"by_reason"`
 	ByStage         map[string]int `json:"by_stage"`
 	ByClass         map[string]int `json:"by_class"`
 	ByErrorType     map[string]int `json:"by_error_type"`
 	ByOriginalTopic map[string]int `json:"by_original_topic"`
+	ByRedrives      map[string]int `json:"by_redrives"`
+
+	counts [7]map[string]*int // the counts while reading, in the order above
 }
 
-func countDLQ(topic string, es []dlqEntry) dlqStats {
-	st := dlqStats{
-		Topic: topic, ByDialect: map[string]int{}, ByReason: map[string]int{}, ByStage: map[string]int{},
-		ByClass: map[string]int{}, ByErrorType: map[string]int{}, ByOriginalTopic: map[string]int{},
-	}
-	for _, e := range es {
-		l := e.l
-		st.Total++
-		if e.err != nil {
-			st.Malformed++
-		}
-		typ := l.CauseType
-		if typ == "" {
-			typ = l.ErrorType
-		}
-		st.ByDialect[l.Dialect.String()]++
-		st.ByReason[dash(l.Reason)]++
-		st.ByStage[dash(l.Stage)]++
-		st.ByClass[dash(l.Class)]++
-		st.ByErrorType[dash(typ)]++
-		st.ByOriginalTopic[dash(l.OriginalTopic)]++
+// maxStatsKeys bounds the distinct values counted per section, so that
+// hostile or unbounded values (an error type per letter) cannot grow the
+// counts without bound; the rest count as statsOther.
+const (
+	maxStatsKeys = 1000
+	statsOther   = "(other values)"
+)
+
+func newDLQStats(topic string) *dlqStats {
+	st := &dlqStats{Topic: topic}
+	for i := range st.counts {
+		st.counts[i] = map[string]*int{}
 	}
 	return st
 }
 
-func printDLQStats(w io.Writer, st dlqStats) error {
+// count counts k in m. A new key is copied: the letters' strings are views
+// of their fetch's memory, which a key kept in the map would hold on to
+// (and a hit does not store the key again).
+func count(m map[string]*int, k string) {
+	if p := m[k]; p != nil {
+		*p++
+		return
+	}
+	if len(m) >= maxStatsKeys {
+		k = statsOther
+		if p := m[k]; p != nil {
+			*p++
+			return
+		}
+	}
+	n := 1
+	m[strings.Clone(k)] = &n
+}
+
+// add counts one letter.
+func (st *dlqStats) add(e dlqEntry) {
+	l := e.l
+	st.Total++
+	if e.err != nil {
+		st.Malformed++
+	}
+	if l.Redrives > 0 {
+		st.Redriven++
+	}
+	typ := l.CauseType
+	if typ == "" {
+		typ = l.ErrorType
+	}
+	for i, k := range [...]string{l.Dialect.String(), dash(l.Reason), dash(l.Stage), dash(l.Class), dash(typ), dash(l.OriginalTopic), strconv.Itoa(l.Redrives)} {
+		count(st.counts[i], k)
+	}
+}
+
+// finish fills the exported counts.
+func (st *dlqStats) finish() *dlqStats {
+	for i, dst := range []*map[string]int{&st.ByDialect, &st.ByReason, &st.ByStage, &st.ByClass, &st.ByErrorType, &st.ByOriginalTopic, &st.ByRedrives} {
+		*dst = make(map[string]int, len(st.counts[i]))
+		for k, n := range st.counts[i] {
+			(*dst)[k] = *n
+		}
+	}
+	return st
+}
+
+func printDLQStats(w io.Writer, st *dlqStats) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d dead letters", st.Topic, st.Total)
 	if st.Malformed > 0 {
 		fmt.Fprintf(&b, " (%d with malformed headers)", st.Malformed)
+	}
+	if st.Redriven > 0 {
+		fmt.Fprintf(&b, ", %d redriven before", st.Redriven)
 	}
 	fmt.Fprintln(&b)
 	if st.Total == 0 {
@@ -508,7 +555,7 @@ func printDLQStats(w io.Writer, st dlqStats) error {
 		m    map[string]int
 	}{
 		{"dialect", st.ByDialect}, {"reason", st.ByReason}, {"stage", st.ByStage}, {"class", st.ByClass},
-		{"error type", st.ByErrorType}, {"original topic", st.ByOriginalTopic},
+		{"error type", st.ByErrorType}, {"original topic", st.ByOriginalTopic}, {"redrives", st.ByRedrives},
 	} {
 		fmt.Fprintf(&b, "\nby %s:\n", sec.name)
 		keys := make([]string, 0, len(sec.m))
@@ -522,7 +569,7 @@ func printDLQStats(w io.Writer, st dlqStats) error {
 			return keys[i] < keys[j]
 		})
 		for _, k := range keys {
-			fmt.Fprintf(&b, "  %*d  %s\n", width, sec.m[k], clip(k, 100))
+			fmt.Fprintf(&b, "  %*d  %s\n", width, sec.m[k], safe(clip(k, 100)))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -532,27 +579,32 @@ func printDLQStats(w io.Writer, st dlqStats) error {
 // Redrive.
 
 type dlqRedriveJSON struct {
-	Topic    string               `json:"topic"`
-	Group    string               `json:"group"`
-	DryRun   bool                 `json:"dry_run"`
-	Scanned  int                  `json:"scanned"`
-	Redriven int                  `json:"redriven"`
-	Refused  int                  `json:"refused"`
-	Skipped  int                  `json:"skipped"`
-	Targets  map[string]int       `json:"targets"`
-	Refusals []deadletter.Refusal `json:"refusals"`
+	Topic       string               `json:"topic"`
+	Group       string               `json:"group"`
+	DryRun      bool                 `json:"dry_run"`
+	ExactlyOnce bool                 `json:"exactly_once"`
+	Scanned     int                  `json:"scanned"`
+	Redriven    int                  `json:"redriven"`
+	Refused     int                  `json:"refused"`
+	Skipped     int                  `json:"skipped"`
+	Targets     map[string]int       `json:"targets"`
+	Refusals    []deadletter.Refusal `json:"refusals"`
 }
 
-func printRedrive(w io.Writer, asJSON bool, topic string, r deadletter.RedriveResult) error {
-	if asJSON {
+func printRedrive(w io.Writer, output, topic string, r deadletter.RedriveResult) error {
+	if output == "json" || output == "yaml" {
 		refusals := r.Refusals
 		if refusals == nil {
 			refusals = []deadletter.Refusal{}
 		}
-		return writeDLQJSON(w, dlqRedriveJSON{
-			Topic: topic, Group: r.Group, DryRun: r.DryRun, Scanned: r.Scanned, Redriven: r.Redriven,
+		j := dlqRedriveJSON{
+			Topic: topic, Group: r.Group, DryRun: r.DryRun, ExactlyOnce: r.ExactlyOnce, Scanned: r.Scanned, Redriven: r.Redriven,
 			Refused: r.Refused, Skipped: r.Skipped, Targets: r.Targets, Refusals: refusals,
-		})
+		}
+		if output == "yaml" {
+			return writeDLQYAML(w, j)
+		}
+		return writeDLQJSON(w, j)
 	}
 	var b strings.Builder
 	verb := "redriven"
@@ -576,7 +628,7 @@ func printRedrive(w io.Writer, asJSON bool, topic string, r deadletter.RedriveRe
 	if len(r.Refusals) > 0 {
 		fmt.Fprintln(&b, "refused:")
 		for _, f := range r.Refusals {
-			fmt.Fprintf(&b, "  %d:%d  %s\n", f.Partition, f.Offset, clip(f.Reason, 120))
+			fmt.Fprintf(&b, "  %d:%d  %s\n", f.Partition, f.Offset, safe(clip(f.Reason, 120)))
 		}
 		if r.Refused > len(r.Refusals) {
 			fmt.Fprintf(&b, "  … and %d more\n", r.Refused-len(r.Refusals))

@@ -8,6 +8,7 @@ require (
 	github.com/antidote-kafka/antidote/serde/avro v0.0.0-00010101000000-000000000000
 	github.com/antidote-kafka/antidote/serde/jsonschema v0.0.0-00010101000000-000000000000
 	github.com/antidote-kafka/antidote/serde/protobuf v0.0.0-00010101000000-000000000000
+	github.com/goccy/go-yaml v1.19.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
@@ -40,9 +41,9 @@ require (
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )
 
 replace (

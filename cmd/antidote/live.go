@@ -86,3 +86,16 @@ func (l *live) event(line string) {
 	l.lastLine = line
 	fmt.Fprintln(l.w, line)
 }
+
+// clear removes the status line from a terminal.
+func (l *live) clear() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tty && l.drawn {
+		fmt.Fprint(l.w, "\r\x1b[K")
+		l.drawn = false
+	}
+}

@@ -12,7 +12,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,8 +33,15 @@ const (
 	exitInterrupted = 130
 )
 
-// EnvBrokers is the fallback of the --brokers flag.
-const EnvBrokers = "ANTIDOTE_BROKERS"
+// EnvBrokers is the fallback of the --brokers flag; EnvKafkaBrokers, the
+// variable many Kafka tools read, is the next one.
+const (
+	EnvBrokers      = "ANTIDOTE_BROKERS"
+	EnvKafkaBrokers = "KAFKA_BROKERS"
+)
+
+// outputs are the values of --output.
+var outputs = []string{"table", "wide", "json", "yaml"}
 
 const defaultBrokers = "127.0.0.1:9092"
 
@@ -59,7 +71,11 @@ func usagef(format string, args ...any) error {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runContext(ctx, args, stdout, stderr)
+}
 
+// runContext is run under ctx: ctx ending is an interrupt.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -100,7 +116,16 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 		SilenceUsage:  true,
 		// Errors of flag parsing are usage errors.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyGlobalFlags(cmd)
+			if err := applyGlobalFlags(cmd); err != nil {
+				return err
+			}
+			c, err := resolveConn(cmd)
+			if err != nil {
+				return err
+			}
+			c.printWarnings(cmd.ErrOrStderr())
+			cmd.SetContext(context.WithValue(cmd.Context(), connKey{}, c))
+			return nil
 		},
 	}
 	root.SetOut(stdout)
@@ -108,14 +133,47 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
 	pf := root.PersistentFlags()
-	pf.StringSlice("brokers", []string{defaultBrokers}, "Kafka seed brokers, comma-separated (env "+EnvBrokers+")")
-	pf.StringP("output", "o", "table", "output format: table or json")
+	pf.StringSlice("brokers", []string{defaultBrokers}, "Kafka seed brokers, comma-separated (env "+EnvBrokers+", then "+EnvKafkaBrokers+")")
+	pf.StringP("output", "o", "table", "output format: table, wide, json or yaml (wide and yaml: the dlq commands)")
 	pf.Duration("timeout", 30*time.Second, "bound for connecting to the cluster and metadata calls")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
+	addConnFlags(root)
+	root.Version = version()
+	root.SetVersionTemplate("antidote {{.Version}}\n")
 
 	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd())
+	registerCompletions(root)
 	wrapArgs(root)
 	return root
+}
+
+// registerCompletions completes the enum flags of the commands defined
+// elsewhere and their topic flags.
+func registerCompletions(root *cobra.Command) {
+	for _, c := range []struct {
+		path   []string
+		flag   string
+		values []string
+	}{
+		{[]string{"demo"}, "format", []string{"json", "avro"}},
+		{[]string{"poison"}, "format", nil},
+		{[]string{"poison"}, "topic", nil},
+	} {
+		cmd, _, err := root.Find(c.path)
+		if err != nil || cmd.Flags().Lookup(c.flag) == nil {
+			continue
+		}
+		if _, ok := cmd.GetFlagCompletionFunc(c.flag); ok {
+			continue // its command completes it
+		}
+		fn := completeTopics
+		if c.values != nil {
+			fn = cobra.FixedCompletions(c.values, cobra.ShellCompDirectiveNoFileComp)
+		} else if c.flag != "topic" {
+			continue
+		}
+		_ = cmd.RegisterFlagCompletionFunc(c.flag, fn)
+	}
 }
 
 // applyGlobalFlags applies environment fallbacks and validates the root's
@@ -123,9 +181,9 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 func applyGlobalFlags(cmd *cobra.Command) error {
 	fs := cmd.Flags()
 	if f := fs.Lookup("brokers"); f != nil && !f.Changed {
-		if env := strings.TrimSpace(os.Getenv(EnvBrokers)); env != "" {
-			if err := fs.Set("brokers", env); err != nil {
-				return usagef("%s=%q: %v", EnvBrokers, env, err)
+		if env := brokersFromEnv(); env != nil {
+			if err := fs.Set("brokers", strings.Join(env, ",")); err != nil {
+				return usagef("%s: %v", EnvBrokers, err)
 			}
 		}
 	}
@@ -138,15 +196,81 @@ func applyGlobalFlags(cmd *cobra.Command) error {
 			return usagef("--brokers: empty broker address in %q", strings.Join(brokers, ","))
 		}
 	}
-	switch out, _ := fs.GetString("output"); out {
-	case "table", "json":
-	default:
-		return usagef("--output %q: must be table or json", out)
+	if out, _ := fs.GetString("output"); !slices.Contains(outputs, out) {
+		return usagef("--output %q: must be table, wide, json or yaml", out)
 	}
 	if d, _ := fs.GetDuration("timeout"); d <= 0 {
 		return usagef("--timeout %v: must be positive", d)
 	}
 	return nil
+}
+
+// selfCommand is how to run this program again from the user's shell, for
+// the commands it prints: "antidote" when that name on the PATH is this
+// program, "go run ./cmd/antidote" for a binary that go run (or go test)
+// built in a temporary folder, else the path it was started by.
+func selfCommand() string {
+	exe, _ := os.Executable()
+	if p, err := exec.LookPath("antidote"); err == nil && exe != "" {
+		a, aerr := os.Stat(p)
+		b, berr := os.Stat(exe)
+		if aerr == nil && berr == nil && os.SameFile(a, b) {
+			return "antidote"
+		}
+	}
+	arg0 := os.Args[0]
+	switch {
+	case strings.Contains(exe, string(filepath.Separator)+"go-build") || strings.Contains(arg0, string(filepath.Separator)+"go-build"):
+		return "go run ./cmd/antidote"
+	case strings.ContainsRune(arg0, filepath.Separator):
+		if strings.ContainsAny(arg0, " \t'\"$") {
+			return strconv.Quote(arg0)
+		}
+		return arg0
+	}
+	return "antidote"
+}
+
+// brokersFromEnv returns the brokers of ANTIDOTE_BROKERS, else of
+// KAFKA_BROKERS, else nil.
+func brokersFromEnv() []string {
+	for _, k := range []string{EnvBrokers, EnvKafkaBrokers} {
+		if env := strings.TrimSpace(os.Getenv(k)); env != "" {
+			return strings.Split(env, ",")
+		}
+	}
+	return nil
+}
+
+// version is the module version the binary was built from ("(devel)"
+// for a build in the repository), with the VCS revision when known.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	return v + " " + bi.GoVersion
 }
 
 // wrapArgs makes every positional-argument error of the tree a usage error.

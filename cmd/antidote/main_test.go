@@ -57,7 +57,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown command suggestion", []string{"poisn"}, exitUsage, "(did you mean poison?)"},
 		{"unknown flag", []string{"demo", "--nope"}, exitUsage, "unknown flag: --nope"},
 		{"bad flag value", []string{"demo", "--records", "many"}, exitUsage, `invalid argument "many"`},
-		{"bad output", []string{"-o", "yaml", "demo"}, exitUsage, `--output "yaml": must be table or json`},
+		{"bad output", []string{"-o", "xml", "demo"}, exitUsage, `--output "xml": must be table, wide, json or yaml`},
 		{"bad timeout", []string{"poison", "--timeout", "0s", "--topic", "t", "--kind", "empty"}, exitUsage, "--timeout 0s"},
 		{"extra argument", []string{"demo", "extra"}, exitUsage, `unknown command "extra"`},
 		{"too few records", []string{"demo", "--records", "5"}, exitUsage, "--records 5"},

@@ -239,7 +239,7 @@ func producePoison(ctx context.Context, g globals, req poisonRequest) (*poisonRe
 	case req.key != nil:
 		part = kgo.StickyKeyPartitioner(nil) // murmur2, as the Java client
 	}
-	cl, err := dialCluster(ctx, g.brokers, g.timeout,
+	cl, err := g.dial(ctx,
 		kgo.RecordPartitioner(part),
 		kgo.ProducerBatchMaxBytes(maxBytes),
 		kgo.ProducerLinger(0),

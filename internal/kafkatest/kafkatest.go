@@ -182,3 +182,49 @@ func (c *Cluster) RunKcat(t testing.TB, stdin []byte, args ...string) []byte {
 func (c *Cluster) String() string {
 	return fmt.Sprintf("%s(%s)", c.Kind(), strings.Join(c.brokers, ","))
 }
+
+// The environment variables that name the real test broker's SASL_SSL
+// listener (scripts/kafka.sh env prints them).
+const (
+	EnvSASLBrokers  = "ANTIDOTE_KAFKA_SASL_BROKERS"
+	EnvSASLUsername = "ANTIDOTE_KAFKA_SASL_USERNAME"
+	EnvSASLPassword = "ANTIDOTE_KAFKA_SASL_PASSWORD"
+	EnvTLSCA        = "ANTIDOTE_KAFKA_TLS_CA"
+	EnvTLSCert      = "ANTIDOTE_KAFKA_TLS_CERT"
+	EnvTLSKey       = "ANTIDOTE_KAFKA_TLS_KEY"
+)
+
+// Secured is the SASL_SSL listener of the real test broker: TLS with a
+// certificate signed by CAFile, and one user for PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512 (OAUTHBEARER takes unsecured tokens for any user). CertFile
+// and KeyFile are a client certificate the same authority signed.
+type Secured struct {
+	Brokers            []string
+	Username, Password string
+	CAFile             string
+	CertFile, KeyFile  string
+}
+
+// SecuredListener returns the SASL_SSL listener named by the environment.
+// It skips t when the variables are unset, except in the real-broker pass
+// of CI (CI=true and ANTIDOTE_KAFKA_BROKERS set), where it fails: there the
+// test command exports them.
+func SecuredListener(t testing.TB) *Secured {
+	t.Helper()
+	s := &Secured{
+		Username: os.Getenv(EnvSASLUsername), Password: os.Getenv(EnvSASLPassword),
+		CAFile: os.Getenv(EnvTLSCA), CertFile: os.Getenv(EnvTLSCert), KeyFile: os.Getenv(EnvTLSKey),
+	}
+	if b := strings.TrimSpace(os.Getenv(EnvSASLBrokers)); b != "" {
+		s.Brokers = strings.Split(b, ",")
+	}
+	if len(s.Brokers) == 0 || s.Username == "" || s.Password == "" || s.CAFile == "" {
+		msg := "kafkatest: no SASL_SSL listener: set " + EnvSASLBrokers + ", " + EnvSASLUsername + ", " + EnvSASLPassword + " and " + EnvTLSCA + " (eval \"$(scripts/kafka.sh env)\")"
+		if os.Getenv("CI") == "true" && os.Getenv(EnvBrokers) != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Logf("kafkatest: SASL_SSL listener at %s", strings.Join(s.Brokers, ","))
+	return s
+}

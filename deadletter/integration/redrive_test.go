@@ -1,13 +1,16 @@
-package deadletter_test
+package integration_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/deadletter"
@@ -164,6 +167,7 @@ func TestIntegrationRedrive(t *testing.T) {
 	// Interrupted after three records, then resumed twice.
 	ictx, cancel := context.WithCancel(ctx)
 	first := cfg
+	first.BatchRecords = 1 // every letter committed on its own
 	first.Progress = func(r deadletter.RedriveResult) {
 		if r.Redriven == 3 {
 			cancel()
@@ -250,5 +254,70 @@ func TestIntegrationScanUnknownTopic(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("empty scan took %v", d)
+	}
+}
+
+// A missing target topic ends the redrive before anything is produced to
+// it, and names the topic.
+func TestIntegrationRedriveUnknownTarget(t *testing.T) {
+	c := kafkatest.New(t, kfake.AllowAutoTopicCreation())
+	cl := c.Client(t, deadletter.ScanOpts()...)
+	dlq := c.Topic(t, "dlq", 1)
+	missing := kafkatest.UniqueName("missing")
+	produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("a"), Headers: kgoHeaders(antidoteLetter(nil, missing, 0, 0))})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, cfg := range []deadletter.RedriveConfig{{Topic: dlq}, {Topic: dlq, To: missing + "-to"}} {
+		res, err := deadletter.Redrive(ctx, cl, cfg)
+		var ute *deadletter.UnknownTargetError
+		if !errors.As(err, &ute) || !strings.HasPrefix(ute.Topic, missing) || res.Redriven != 0 {
+			t.Fatalf("redrive to a missing topic: %+v, %v", res, err)
+		}
+		t.Logf("%v", err)
+	}
+	// Not created on the way (auto-creation is on in kfake here).
+	if _, _, err := deadletter.Bounds(ctx, cl, missing); !errors.Is(err, deadletter.ErrUnknownTopic) {
+		t.Errorf("the target was created: %v", err)
+	}
+}
+
+// A relative filter (MaxAge) keeps its group from run to run: the second
+// run resumes, and nothing is redriven twice. Batches are pipelined.
+func TestIntegrationRedriveRelativeResumes(t *testing.T) {
+	c := kafkatest.New(t)
+	cl := c.Client(t, append(deadletter.ScanOpts(), kgo.ProducerLinger(5*time.Millisecond))...)
+	src, dlq := c.Topic(t, "src", 2), c.Topic(t, "dlq", 2)
+	const n = 2000
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Topic: dlq, Value: []byte(strconv.Itoa(i)), Headers: kgoHeaders(antidoteLetter(nil, src, 0, int64(i)))}
+	}
+	produce(t, cl, rs...)
+	cfg := deadletter.RedriveConfig{Topic: dlq, Filter: deadletter.Filter{MaxAge: 24 * time.Hour}, BatchRecords: 300}
+	ctx := context.Background()
+	first := cfg
+	first.Limit = 700
+	start := time.Now()
+	r1, err := deadletter.Redrive(ctx, cl, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // another "now"
+	r2, err := deadletter.Redrive(ctx, cl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d letters redriven in %v (batches of %d)", c.Kind(), r1.Redriven+r2.Redriven, time.Since(start), cfg.BatchRecords)
+	if r1.Group != r2.Group || r1.Redriven < 700 || r1.Redriven+r2.Redriven != n {
+		t.Fatalf("first %+v, then %+v", r1, r2)
+	}
+	seen := map[string]int{}
+	for _, r := range readAll(t, cl, src) {
+		seen[string(r.Value)]++
+	}
+	for i := range n {
+		if seen[strconv.Itoa(i)] != 1 {
+			t.Fatalf("letter %d redriven %d times", i, seen[strconv.Itoa(i)])
+		}
 	}
 }
