@@ -220,11 +220,11 @@ func TestIntegrationForeignProducerOutage(t *testing.T) {
 }
 
 // probeBound is the most probes the default breaker makes in d: its probe
-// waits are 500ms doubling to 10s with equal jitter, so at least half of
+// waits are 500ms doubling to 2s with equal jitter, so at least half of
 // each.
 func probeBound(d time.Duration) int64 {
 	var n int64
-	for w, sum := 250*time.Millisecond, time.Duration(0); sum <= d; w = min(2*w, 5*time.Second) {
+	for w, sum := 250*time.Millisecond, time.Duration(0); sum <= d; w = min(2*w, time.Second) {
 		n++
 		sum += w
 	}

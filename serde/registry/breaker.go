@@ -45,7 +45,7 @@ type BreakerConfig struct {
 	Failures int
 	// Probe paces the probes while the breaker is open: attempt n waits
 	// Probe.Next(n). A Retry-After from the registry lengthens the wait.
-	// Optional: exponential from 500ms, x2, capped at 10s, equal jitter.
+	// Optional: exponential from 500ms, x2, capped at 2s, equal jitter.
 	// A policy that stops (MaxAttempts) keeps its last wait.
 	Probe backoff.Policy
 	// Disabled turns the breaker off: every lookup of an uncached id asks
@@ -53,7 +53,11 @@ type BreakerConfig struct {
 	Disabled bool
 }
 
-var defaultProbe = backoff.Exponential{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, Jitter: backoff.JitterEqual}
+// defaultProbe probes soon after the first failure and then every 1 to 2
+// seconds: the records waiting on the registry wake at each probe (their
+// failures carry its time as a failure.RetryAfter hint), so the cap is also
+// how long they can take to notice that the registry is back.
+var defaultProbe = backoff.Exponential{Initial: 500 * time.Millisecond, Multiplier: 2, Max: 2 * time.Second, Jitter: backoff.JitterEqual}
 
 // Breaker is the circuit breaker around one [Registry]'s lookups. Get it
 // with [Registry.Breaker]. Its methods are safe for concurrent use.
