@@ -126,7 +126,7 @@ func (f *Failure) AppendHeaders(hs []Header) []Header {
 	}
 	tm := func(k string, t time.Time) {
 		start := len(buf)
-		buf = t.UTC().AppendFormat(buf, TimeLayout)
+		buf = appendTime(buf, t)
 		add(k, buf[start:])
 	}
 	str(HeaderStage, string(f.Stage))
@@ -152,6 +152,34 @@ func (f *Failure) AppendHeaders(hs []Header) []Header {
 	tm(HeaderFirstFailure, f.First)
 	tm(HeaderLastFailure, f.Last)
 	return hs
+}
+
+// appendTime appends t in TimeLayout, in UTC, as t.UTC().AppendFormat does
+// but without parsing the layout: a letter has three timestamps.
+func appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, TimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / int(time.Millisecond)
+	two := func(b []byte, v int) []byte { return append(b, byte('0'+v/10), byte('0'+v%10)) }
+	b = two(b, year/100)
+	b = two(b, year%100)
+	b = append(b, '-')
+	b = two(b, int(month))
+	b = append(b, '-')
+	b = two(b, day)
+	b = append(b, 'T')
+	b = two(b, hour)
+	b = append(b, ':')
+	b = two(b, minute)
+	b = append(b, ':')
+	b = two(b, sec)
+	b = append(b, '.', byte('0'+ms/100))
+	b = two(b, ms%100)
+	return append(b, 'Z')
 }
 
 // ErrMissingHeader is returned by [ParseHeaders] when a record lacks a
