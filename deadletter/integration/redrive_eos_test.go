@@ -106,6 +106,11 @@ func TestIntegrationRedriveExactlyOnceKill(t *testing.T) {
 		t.Errorf("the resumed redrive redrove %d of %d: the kill did not land in the middle", res.Redriven, n)
 	}
 
+	// The coordinator writes the markers of the fenced transaction and of
+	// the last commit after EndTxn has returned: wait until the target's
+	// last stable offsets reach its end before reading it read_committed.
+	waitStable(t, adm, src)
+
 	// read_committed (ScanOpts): every letter exactly once.
 	seen := map[string]int{}
 	for _, r := range readAll(t, cl, src) {
@@ -128,5 +133,33 @@ func TestIntegrationRedriveExactlyOnceKill(t *testing.T) {
 		var logged int64
 		ends.Each(func(o kadm.ListedOffset) { logged += o.Offset })
 		t.Logf("the target's log has %d offsets for %d records", logged, n)
+	}
+}
+
+// waitStable waits (30s at most) until every partition of topic has its last
+// stable offset at its high watermark: no transaction is open or unmarked.
+func waitStable(t *testing.T, adm *kadm.Client, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err1 := adm.ListEndOffsets(ctx, topic)
+		stable, err2 := adm.ListCommittedOffsets(ctx, topic)
+		cancel()
+		if err1 == nil && err2 == nil {
+			same := true
+			ends.Each(func(o kadm.ListedOffset) {
+				if s, ok := stable.Lookup(topic, o.Partition); !ok || s.Offset != o.Offset {
+					same = false
+				}
+			})
+			if same {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: last stable offsets %v never reached the end %v (%v, %v)", topic, stable, ends, err1, err2)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
