@@ -7,9 +7,6 @@ type hs = letters.HS
 
 var (
 	h              = letters.H
-	be32           = letters.BE32
-	be64           = letters.BE64
-	ts0            = letters.TS0
 	springLetter   = letters.Spring
 	connectLetter  = letters.Connect
 	streamsLetter  = letters.Streams
