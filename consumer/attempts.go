@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,14 +94,16 @@ type attempts struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
 	opts  []kgo.Opt // to read the topic with a client of its own
-	log   loggerFunc
+	log   *slog.Logger
 
-	mu      sync.Mutex
-	created bool
-	resume  map[tp]attemptEntry // read at assignment, taken by new partition workers
+	// createMu serialises the creation of the topic; it is held during an
+	// admin request, so it is not mu, which the poll goroutine takes.
+	createMu sync.Mutex
+	created  bool
+
+	mu     sync.Mutex
+	resume map[tp]attemptEntry // read at assignment, taken by new partition workers
 }
-
-type loggerFunc func(msg string, args ...any)
 
 // save records that rec has failed attempts times since first.
 func (a *attempts) save(rec *kgo.Record, attempts int, first time.Time) {
@@ -121,22 +124,22 @@ func (a *attempts) clear(rec *kgo.Record) {
 
 func (a *attempts) produce(r *kgo.Record) {
 	if err := a.ensure(); err != nil {
-		a.log("attempts topic cannot be written: the attempt count of a retrying record will restart after a restart", "attempts_topic", a.topic, "err", err)
+		a.log.Warn("attempts topic cannot be written: the attempt count of a retrying record will restart after a restart", "attempts_topic", a.topic, "err", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	a.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 		cancel()
 		if err != nil {
-			a.log("attempts write failed: the attempt count of a retrying record may restart after a restart", "attempts_topic", a.topic, "err", err)
+			a.log.Warn("attempts write failed: the attempt count of a retrying record may restart after a restart", "attempts_topic", a.topic, "err", err)
 		}
 	})
 }
 
 // ensure creates the state topic once.
 func (a *attempts) ensure() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.createMu.Lock()
+	defer a.createMu.Unlock()
 	if a.created {
 		return nil
 	}
@@ -168,7 +171,7 @@ func (a *attempts) load(ctx context.Context, assigned map[string][]int32) {
 	}
 	found, err := a.read(ctx, want)
 	if err != nil {
-		a.log("attempts topic cannot be read: retrying records count their attempts from 1", "attempts_topic", a.topic, "err", err)
+		a.log.Warn("attempts topic cannot be read: retrying records count their attempts from 1", "attempts_topic", a.topic, "err", err)
 		return
 	}
 	a.mu.Lock()

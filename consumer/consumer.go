@@ -155,8 +155,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 			read = append(read, kgo.SeedBrokers(cfg.Brokers...))
 		}
 		read = append(read, cfg.ClientOpts...)
-		c.attempts = attempts{topic: tmpl.Name("", cfg.Group), cl: cl, adm: c.dlq.adm, opts: read,
-			log: func(msg string, args ...any) { c.log.Warn(msg, args...) }}
+		c.attempts = attempts{topic: tmpl.Name("", cfg.Group), cl: cl, adm: c.dlq.adm, opts: read, log: c.log}
 	}
 	close(c.built)
 	if off {

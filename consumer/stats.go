@@ -60,8 +60,9 @@ type Stats struct {
 type Partition struct {
 	Topic     string
 	Partition int32
-	// State is PartitionFlowing, PartitionPaused (fetching paused: a full
-	// buffer or an operator) or PartitionStuck (see Stats.Stuck).
+	// State is PartitionFlowing, PartitionPaused (paused by an operator, or
+	// holding its buffer bound so that the poll loop waits) or
+	// PartitionStuck (see Stats.Stuck).
 	State string
 	// Paused is why its fetching is paused (PauseStuck, PauseFull,
 	// PauseOperator), empty while it flows.
