@@ -39,12 +39,19 @@ type Handler[K, V any] func(ctx context.Context, r *Record[K, V]) error
 type Record[K, V any] struct {
 	Key   K
 	Value V
-	// Raw is the record as fetched. Its byte slices must not be modified.
+	// Raw is the record as fetched. A record read from a retry tier (see
+	// [RetryTopics]) is shown as its original: the source topic,
+	// partition, offset, timestamp and headers. Its byte slices must not
+	// be modified.
 	Raw *kgo.Record
-	// Attempt is 1 on the first try and grows with each retry.
+	// Attempt is 1 on the first try and grows with each retry, in place
+	// or in the retry tiers.
 	Attempt int
 	// FirstFailure is the time of the first failure, zero on the first try.
 	FirstFailure time.Time
+	// Tier is the number of retry tiers the record went through after
+	// failing: 0 for a record that was not forwarded.
+	Tier int
 }
 
 // Config configures a [Consumer]. The zero value of every optional field is a
@@ -69,6 +76,9 @@ type Config[K, V any] struct {
 	Policy Policy
 	// DeadLetter configures the dead-letter topic. Optional.
 	DeadLetter DeadLetterConfig
+	// RetryTopics configures the delay tiers of failures whose Outcome
+	// says RetryTopic. Optional: none.
+	RetryTopics RetryTopics
 	// Classifier classifies errors. Optional: failure.Default().
 	Classifier failure.Classifier
 	// ClientOpts are extra franz-go options: TLS, SASL, client id, fetch
@@ -267,6 +277,13 @@ const (
 	// Halt stops the consumer; Run returns a *HaltError naming the record.
 	// The offset does not move past it.
 	Halt
+	// RetryTopic forwards the record to the next of [Config.RetryTopics]'
+	// delay tiers and moves the offset on; after the last tier,
+	// RetryTopics.Then. With a Retry policy, the record is first retried
+	// in place: Outcome{Retry: backoff.MaxAttempts(b, 2), Then: RetryTopic}
+	// is two quick tries here, then the tiers (Retry counts every try, so
+	// in a tier it has none left and each tier gets one try).
+	RetryTopic
 )
 
 func (a Action) String() string {
@@ -277,6 +294,8 @@ func (a Action) String() string {
 		return "skip"
 	case Halt:
 		return "halt"
+	case RetryTopic:
+		return "retry-topic"
 	}
 	return "action(" + strconv.Itoa(int(a)) + ")"
 }
@@ -363,6 +382,17 @@ func (r *resolved) outcome(stage deadletter.Stage, c failure.Class) Outcome {
 	return r[i][c]
 }
 
+// usesRetryTopic reports whether a slot forwards to the retry tiers.
+func (p Policy) usesRetryTopic() bool {
+	for _, o := range []Outcome{p.Deserialize.Transient, p.Deserialize.Permanent, p.Deserialize.Unclassified,
+		p.Process.Transient, p.Process.Permanent, p.Process.Unclassified} {
+		if o.Then == RetryTopic {
+			return true
+		}
+	}
+	return false
+}
+
 func (p Policy) validate() error {
 	slots := []struct {
 		name string
@@ -373,7 +403,7 @@ func (p Policy) validate() error {
 		{"Process.Permanent", p.Process.Permanent}, {"Process.Unclassified", p.Process.Unclassified},
 	}
 	for _, s := range slots {
-		if s.o.Then > Halt {
+		if s.o.Then > RetryTopic {
 			return configErr("Policy."+s.name+".Then", fmt.Sprintf("unknown action %d", s.o.Then))
 		}
 		if s.o.Retry != nil { // nil: the slot's default
@@ -419,6 +449,15 @@ func (c *Config[K, V]) validate() error {
 	}
 	if err := c.FloodGuard.validate(); err != nil {
 		return err
+	}
+	if err := c.RetryTopics.validate(); err != nil {
+		return err
+	}
+	if c.RetryTopics.on() != c.Policy.usesRetryTopic() {
+		if c.RetryTopics.on() {
+			return configErr("RetryTopics.Tiers", "set, but no Policy outcome has Then: RetryTopic")
+		}
+		return configErr("Policy", "an outcome has Then: RetryTopic, but RetryTopics.Tiers is empty")
 	}
 	if strings.Contains(string(c.DurableAttempts.Topic), "{topic}") {
 		return configErr("DurableAttempts.Topic", "one topic serves every source topic: use {group}, not {topic}")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,7 @@ type Consumer[K, V any] struct {
 	budget     budget // what the flowing partitions hold together
 	flood      flood
 	attempts   attempts
+	tiers      *tiers // nil without retry topics
 	brokers    brokerWatch
 	workers    workerSet     // goroutines that run user code: Close must not wait for them
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
@@ -103,6 +105,15 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	c.runCtx, c.stop = context.WithCancelCause(context.Background())
 	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
 	c.dlq.hooks = c.hooks
+	topics := cfg.Topics
+	if cfg.RetryTopics.on() {
+		c.tiers = newTiers(cfg.RetryTopics, cfg.Topics, cfg.Group)
+		if err := c.tiers.checkNames(cfg.Topics); err != nil {
+			return nil, err
+		}
+		c.dlq.isTier = func(t string) bool { _, ok := c.tiers.byTopic[t]; return ok }
+		topics = append(slices.Clip(cfg.Topics), c.tiers.topics()...)
+	}
 
 	opts := make([]kgo.Opt, 0, len(cfg.ClientOpts)+16)
 	if len(cfg.Brokers) > 0 {
@@ -123,7 +134,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.ConsumeTopics(topics...),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(cfg.CommitInterval),
 		kgo.BlockRebalanceOnPoll(),
@@ -134,8 +145,18 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		kgo.ProducerBatchMaxBytesFn(c.dlq.batchMax),
 		kgo.WithHooks(&c.brokers),
 	)
-	if cfg.GroupProtocol == GroupConsumer {
-		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	// Retry topics need a source partition and its tier partitions on one
+	// member: the range assignor gives partition N of every topic with the
+	// same partition count to the same member.
+	balancer := kgo.StickyBalancer()
+	if c.tiers != nil {
+		balancer = kgo.RangeBalancer()
+	}
+	switch {
+	case cfg.GroupProtocol == GroupConsumer:
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(balancer))
+	case c.tiers != nil:
+		opts = append(opts, kgo.Balancers(balancer))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -156,6 +177,14 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		}
 		read = append(read, cfg.ClientOpts...)
 		c.attempts = attempts{topic: tmpl.Name("", cfg.Group), cl: cl, adm: c.dlq.adm, opts: read, log: c.log}
+	}
+	if c.tiers != nil {
+		var read []kgo.Opt
+		if len(cfg.Brokers) > 0 {
+			read = append(read, kgo.SeedBrokers(cfg.Brokers...))
+		}
+		c.tiers.opts = append(read, cfg.ClientOpts...)
+		c.tiers.adm = c.dlq.adm
 	}
 	close(c.built)
 	if off {
@@ -324,11 +353,24 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 	sort.Strings(topics)
 	<-c.built
 	c.assign(assigned, true)
+	if c.tiers != nil {
+		c.assignTiers(assigned)
+	}
 	loadCtx, loadCancel := context.WithTimeout(ctx, 10*time.Second)
 	c.attempts.load(loadCtx, assigned)
 	loadCancel()
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
+	if c.tiers != nil {
+		var sources []string
+		for _, t := range topics {
+			if _, tier := c.tiers.byTopic[t]; !tier {
+				sources = append(sources, t)
+			}
+		}
+		topics = sources
+		c.checkTiers(ctx, sources)
+	}
 	c.dlq.check(ctx, topics)
 }
 
@@ -359,6 +401,9 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	c.assign(revoked, false)
 	c.stopPartitions(revoked)
+	if c.tiers != nil {
+		c.tiers.drop(revoked)
+	}
 	ctx, cancel := context.WithTimeout(ctx, revokeCommitTimeout)
 	defer cancel()
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
@@ -372,6 +417,9 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	c.assign(lost, false)
 	c.stopPartitions(lost)
+	if c.tiers != nil {
+		c.tiers.drop(lost)
+	}
 	if len(lost) > 0 {
 		c.log.Warn("partitions lost", "partitions", lost)
 	}
@@ -507,7 +555,10 @@ func (c *Consumer[K, V]) Stats() Stats {
 	})
 	s.Running = c.runOnce.Load() && !isClosed(c.runDone) && c.runCtx.Err() == nil
 	s.Ready = s.Running && c.assigned.Load() > 0 && s.Halted == 0
-	s.DeadLetterTopics = c.dlq.states()
+	s.DeadLetterTopics = c.dlq.states(false)
+	if c.tiers != nil {
+		s.RetryTopics = c.dlq.states(true)
+	}
 	s.Flood = c.flood.state()
 	s.Brokers = c.brokers.state()
 	if len(c.cfg.Dependencies) > 0 {

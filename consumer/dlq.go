@@ -44,8 +44,12 @@ type dlqWriter struct {
 	stats    *stats
 	hooks    Hooks // nil when none
 
+	// isTier reports whether a topic is a retry tier (written like a
+	// dead-letter topic); nil without retry topics.
+	isTier func(string) bool
+
 	mu      sync.Mutex
-	topics  map[string]*dlqTopic // by dead-letter topic
+	topics  map[string]*dlqTopic // by dead-letter (or retry) topic
 	srcSize map[string]int32     // partition counts of source topics
 	names   sync.Map             // source topic -> dead-letter topic
 }
@@ -67,6 +71,15 @@ type dlqTopic struct {
 	maxBytes int32 // its max.message.bytes; 0 when unknown
 	err      error // why it is not ready
 	checked  time.Time
+	tier     bool // a retry tier, not a dead-letter topic
+}
+
+// what names the kind of topic, for errors and logs.
+func (w *dlqWriter) what(topic string) string {
+	if w.isTier != nil && w.isTier(topic) {
+		return "retry topic"
+	}
+	return "dead-letter topic"
 }
 
 // topicFor returns the dead-letter topic of a source topic.
@@ -119,9 +132,20 @@ type letter struct {
 	lastWait time.Duration
 	shrunk   bool   // the failure headers lost the error message
 	skipped  string // why it was settled as skipped instead ("operator", "unwritable")
+	kind     letterKind
+	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers)
 
 	cur *write // the latest write attempt
 }
+
+// letterKind is what a letter is for.
+type letterKind uint8
+
+const (
+	kindDead    letterKind = iota // a dead letter
+	kindForward                   // a failed record forwarded to a retry tier
+	kindParked                    // a record parked behind an earlier one of its key
+)
 
 // write is one attempt to write a letter.
 type write struct {
@@ -171,11 +195,11 @@ const failureHeaders = 17
 // appended in place: deadletter.Header and kgo.RecordHeader have the same
 // layout (checked by a test).
 func (l *letter) headers() []kgo.RecordHeader {
-	hs := make([]kgo.RecordHeader, len(l.src.Headers), len(l.src.Headers)+failureHeaders)
+	hs := make([]kgo.RecordHeader, len(l.src.Headers), len(l.src.Headers)+failureHeaders+len(l.extra))
 	copy(hs, l.src.Headers)
 	dh := unsafe.Slice((*deadletter.Header)(unsafe.Pointer(unsafe.SliceData(hs))), cap(hs))[:len(hs)]
 	dh = l.f.AppendHeaders(dh)
-	return unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(dh))), len(dh))
+	return append(unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(dh))), len(dh)), l.extra...)
 }
 
 // shrink drops the error message from the failure headers: the first thing
@@ -233,7 +257,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	finish := func(err error) {
 		wr.err = err
 		close(wr.done)
-		if w.hooks != nil {
+		if w.hooks != nil && l.kind == kindDead {
 			w.hooks.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
 				DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
 		}
@@ -375,7 +399,7 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 	w.mu.Lock()
 	t := w.topics[topic]
 	if t == nil {
-		t = &dlqTopic{name: topic, source: source}
+		t = &dlqTopic{name: topic, source: source, tier: w.isTier != nil && w.isTier(topic)}
 		w.topics[topic] = t
 	}
 	ready, last, lastErr := t.ready, t.checked, t.err
@@ -402,19 +426,19 @@ func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partition
 	defer cancel()
 	details, err := w.adm.ListTopics(ctx, topic)
 	if err != nil {
-		return 0, fmt.Errorf("dead-letter topic %s: metadata: %w", topic, err)
+		return 0, fmt.Errorf("%s %s: metadata: %w", w.what(topic), topic, err)
 	}
 	d, exists := details[topic]
 	if exists && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("dead-letter topic %s: %w", topic, d.Err)
+		return 0, fmt.Errorf("%s %s: %w", w.what(topic), topic, d.Err)
 	}
 	if !exists || d.Err != nil {
 		if !w.create {
-			return 0, fmt.Errorf("dead-letter topic %s does not exist and DeadLetterConfig.DisableTopicCreation is set: %w", topic, kerr.UnknownTopicOrPartition)
+			return 0, fmt.Errorf("%s %s does not exist and DeadLetterConfig.DisableTopicCreation is set: %w", w.what(topic), topic, kerr.UnknownTopicOrPartition)
 		}
 		srcLimit, err := w.maxMessageBytes(ctx, source)
 		if err != nil {
-			return 0, fmt.Errorf("dead-letter topic %s: reading the limit of %s: %w", topic, source, err)
+			return 0, fmt.Errorf("%s %s: reading the limit of %s: %w", w.what(topic), topic, source, err)
 		}
 		limit := int32(min(int64(srcLimit)+LetterHeadroom, 1<<30))
 		v := strconv.Itoa(int(limit))
@@ -423,16 +447,16 @@ func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partition
 			err = resp.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return 0, fmt.Errorf("dead-letter topic %s: create: %w", topic, err)
+			return 0, fmt.Errorf("%s %s: create: %w", w.what(topic), topic, err)
 		}
 		if err == nil {
-			w.log.Info("created dead-letter topic", "dlq_topic", topic, "partitions", partitions, "max_message_bytes", limit)
+			w.log.Info("created "+w.what(topic), "topic", topic, "partitions", partitions, "max_message_bytes", limit)
 			return limit, nil
 		}
 	}
 	limit, err := w.maxMessageBytes(ctx, topic)
 	if err != nil {
-		return 0, fmt.Errorf("dead-letter topic %s: reading its max.message.bytes: %w", topic, err)
+		return 0, fmt.Errorf("%s %s: reading its max.message.bytes: %w", w.what(topic), topic, err)
 	}
 	return limit, nil
 }
@@ -462,12 +486,16 @@ func (w *dlqWriter) maxMessageBytes(ctx context.Context, topic string) (int32, e
 	return 0, fmt.Errorf("max.message.bytes not reported for %s", topic)
 }
 
-// states returns what the writer knows of each dead-letter topic.
-func (w *dlqWriter) states() []DeadLetterTopic {
+// states returns what the writer knows of each dead-letter topic (tiers
+// false) or of each retry tier (tiers true).
+func (w *dlqWriter) states(tiers bool) []DeadLetterTopic {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]DeadLetterTopic, 0, len(w.topics))
 	for _, t := range w.topics {
+		if t.tier != tiers {
+			continue
+		}
 		s := DeadLetterTopic{Topic: t.name, Source: t.source, Ready: t.ready, MaxMessageBytes: t.maxBytes}
 		if t.err != nil {
 			s.Error = t.err.Error()

@@ -123,6 +123,7 @@ type flow struct {
 	full     bool   // over the partition's own bound (until back under half)
 	blocking bool   // full and flowing: counted in total.full, the poll loop waits
 	operator bool   // paused by an operator (Consumer.Pause)
+	waiting  string // the worker waits for a retry tier (PauseDue, PauseParked)
 	paused   string // why fetching is paused by us; "" while it flows
 	stopped  bool   // the partition was revoked or the consumer stops
 	hooks    Hooks
@@ -164,6 +165,13 @@ func (f *flow) setStuck(on bool) {
 	f.update()
 }
 
+// setWaiting pauses the partition while its worker waits for a retry tier
+// (reason PauseDue or PauseParked), or resumes it ("").
+func (f *flow) setWaiting(reason string) {
+	f.waiting = reason
+	f.update()
+}
+
 // setOperator pauses or resumes the partition for an operator.
 func (f *flow) setOperator(on bool) {
 	f.operator = on
@@ -188,6 +196,8 @@ func (f *flow) update() {
 		want = PauseOperator
 	case f.stuck:
 		want = PauseStuck
+	case f.waiting != "":
+		want = f.waiting
 	}
 	if (want == "") != (f.paused == "") {
 		was := f.paused

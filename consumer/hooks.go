@@ -73,6 +73,10 @@ const (
 	OutcomeDeadLettered = "dead-lettered"
 	OutcomeSkipped      = "skipped"
 	OutcomeHalted       = "halted"
+	// OutcomeForwarded: the record failed and was forwarded to a retry
+	// tier (see [RetryTopics]); its partition is done with it, and it is
+	// settled again when read from the tier.
+	OutcomeForwarded = "forwarded"
 )
 
 // PartitionEvent names a partition.
@@ -139,4 +143,9 @@ const (
 	PauseStuck    = "stuck"
 	PauseFull     = "buffer-full"
 	PauseOperator = "operator"
+	// PauseDue: a retry-tier partition waits until its head record is due.
+	PauseDue = "retry-due"
+	// PauseParked: a source partition waits until its retry tiers hold
+	// fewer than RetryTopics.MaxParked of its records (per-key order).
+	PauseParked = "retry-parked-full"
 )

@@ -52,6 +52,14 @@ type partition[K, V any] struct {
 	// resume is the retry state of the partition's first record, read from
 	// the durable attempts at assignment; nil once the first record is seen.
 	retryState *attemptEntry
+
+	// With retry topics: the partition's source topic (its own, or the
+	// one whose tier it is), its tier index (-1 for a source partition),
+	// and the per-key order it shares with its source and tiers (nil until
+	// its first record, and without per-key order).
+	source string
+	tier   int
+	fam    *family
 }
 
 // stuck is the record a partition cannot move past right now: it is
@@ -89,7 +97,12 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 		log:  newRecordLog(c.log, topic, part),
 		flow: flow{topic: topic, part: part, cl: c.cl, total: &c.budget, lim: c.cfg.Buffer, hooks: c.hooks},
-		hwm:  -1,
+		hwm:  -1, source: topic, tier: -1,
+	}
+	if t := c.tiers; t != nil {
+		if ti, ok := t.byTopic[topic]; ok {
+			p.source, p.tier = ti.source, ti.index
+		}
 	}
 	if !c.cfg.FloodGuard.Disable {
 		p.floodWin.dead = make([]bool, c.cfg.FloodGuard.Window)
@@ -322,6 +335,17 @@ func (p *partition[K, V]) drain() {
 // letterDone counts and logs a letter that is settled: acknowledged, or
 // skipped by an operator or by DeadLetterConfig.Unwritable.
 func (p *partition[K, V]) letterDone(l *letter) {
+	switch {
+	case l.skipped != "" && l.kind != kindDead:
+		p.untrack(&origin{rec: l.src, keyed: true})
+	case l.kind == kindForward:
+		p.outcome(l.src, l.stage, l.class, OutcomeForwarded)
+		p.log.info("record forwarded to a retry tier", l.src, "stage", l.stage, "class", l.class, "retry_topic", l.tmpl.Topic, "attempts", l.attempts, "err", l.cause)
+		return
+	case l.kind == kindParked:
+		p.c.stats.parked.Add(1)
+		return
+	}
 	if l.skipped != "" {
 		p.outcome(l.src, l.stage, l.class, OutcomeSkipped)
 		p.log.warn("record skipped: its dead letter was not written", l.src, "stage", l.stage, "why", l.skipped, "dlq_topic", l.tmpl.Topic, "err", l.cause)
@@ -477,14 +501,14 @@ func headers(h []kgo.RecordHeader) []serde.Header {
 
 // try decodes and processes rec once. It returns the stage reached and the
 // failure, if any. A panic anywhere becomes a permanent failure of its stage.
-func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int, first time.Time) (stage deadletter.Stage, err error) {
+func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int, first time.Time, tier int) (stage deadletter.Stage, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = failure.Permanent(&serde.PanicError{Stage: string(stage), Value: v})
 		}
 	}()
 	c := p.c
-	r := &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first}
+	r := &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first, Tier: tier}
 	m := serde.Meta{Topic: rec.Topic, Headers: headers(rec.Headers)}
 	if c.cfg.Key != nil {
 		stage = deadletter.StageDeserializeKey
@@ -512,32 +536,51 @@ func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int,
 // when the worker must stop (partition revoked, consumer stopping, halt)
 // with rec unsettled.
 func (p *partition[K, V]) handle(rec *kgo.Record) bool {
+	p.c.stats.consumed.Add(1)
+	if p.c.tiers != nil {
+		return p.handleTiered(rec)
+	}
+	return p.process(rec, &origin{rec: rec}, 1, time.Time{})
+}
+
+// origin is a record as the handler sees it: a fetched source record
+// itself, or the original of a record read from a retry tier.
+type origin struct {
+	rec   *kgo.Record
+	tiers int  // retry tiers it went through after failing; 0 at the source
+	keyed bool // its family tracks it (per-key order): settling it must say so
+	saved bool // it has a durable attempts entry
+}
+
+// process decodes and processes rec (o.rec as the handler sees it), then
+// settles it. attempt and first come from the retry headers or the durable
+// attempts.
+func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first time.Time) bool {
 	c := p.c
-	c.stats.consumed.Add(1)
-	attempt, first := 1, time.Time{}
 	if r := p.retryState; r != nil && rec.Offset >= r.offset {
 		// Records before it may come first: their commit had not
 		// been made when the consumer stopped.
 		p.retryState = nil
-		if r.offset == rec.Offset { // the record retrying before the restart
-			attempt, first = r.attempts+1, r.first
+		if r.offset == rec.Offset && r.attempts >= attempt { // the record retrying before the restart
+			attempt, first, o.saved = r.attempts+1, r.first, true
 			p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
 		}
 	}
-	stage, err := p.try(p.ctx, rec, attempt, first)
+	stage, err := p.try(p.ctx, o.rec, attempt, first, o.tiers)
 	if err == nil {
-		p.processed(rec)
-		if attempt > 1 {
+		p.processed(rec, o)
+		if o.saved {
 			c.attempts.clear(rec)
 		}
 		return p.settled(rec)
 	}
-	return p.settleFailure(rec, stage, err, attempt, first)
+	return p.settleFailure(rec, o, stage, err, attempt, first)
 }
 
 // processed counts a record the handler completed.
-func (p *partition[K, V]) processed(rec *kgo.Record) {
+func (p *partition[K, V]) processed(rec *kgo.Record, o *origin) {
 	p.c.stats.processed.Add(1)
+	p.untrack(o)
 	p.floodWin.add(false)
 	if h := p.c.hooks; h != nil {
 		h.RecordSettled(SettledEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Outcome: OutcomeProcessed})

@@ -38,13 +38,13 @@ func retryWait(p backoff.Policy, attempt int, elapsed time.Duration, err error) 
 // settleFailure is the slow path: retry in place, then the policy's action.
 // attempt is the try that failed and first the time of the first failure
 // (zero: now); both come from the durable attempts after a restart.
-func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage, err error, attempt int, first time.Time) bool {
+func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadletter.Stage, err error, attempt int, first time.Time) bool {
 	c := p.c
 	p.ledger.flush() // the records before this one, before any wait
 	if first.IsZero() {
 		first = time.Now()
 	}
-	saved := attempt > 1 // a durable entry exists for rec
+	saved := o.saved // a durable entry exists for rec
 	defer func() {
 		// Settled: the entry goes. Stopping (revoked, shut down, halted):
 		// it stays, and the next owner goes on counting.
@@ -69,11 +69,11 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			return false // revoked or stopping: the failure may be our own cancellation
 		}
 		if skipped() {
-			return p.skip(rec, stage, err, attempt, "operator")
+			return p.skip(rec, o, stage, err, attempt, "operator")
 		}
 		if c.cfg.Skip != nil && p.skipFunc(rec, stage, err) {
 			p.clearStuck()
-			return p.skip(rec, stage, err, attempt, "Config.Skip")
+			return p.skip(rec, o, stage, err, attempt, "Config.Skip")
 		}
 		// Taken before the kill switch is read, so that a flip between the
 		// two still wakes the sleep below.
@@ -84,7 +84,11 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			// The kill switch: no waiting, straight to the exhausted outcome.
 			if _, canRetry := out.Retry.Next(attempt, time.Since(first)); canRetry {
 				p.clearStuck()
-				return p.act(rec, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, out.Then)
+				then := out.Then
+				if then == RetryTopic {
+					then = c.tiers.cfg.Then // no tiers either
+				}
+				return p.act(rec, o, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, then)
 			}
 		} else if wait, ok := retryWait(out.Retry, attempt, time.Since(first), err); ok {
 			if rcancel == nil {
@@ -106,10 +110,10 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 				continue // stopping, skipped or kill switch: re-decide at the top
 			}
 			attempt++
-			stage, err = p.try(rctx, rec, attempt, first)
+			stage, err = p.try(rctx, o.rec, attempt, first, o.tiers)
 			if err == nil {
 				p.clearStuck() // no longer skippable
-				p.processed(rec)
+				p.processed(rec, o)
 				p.log.info("record recovered after retry", rec, "attempts", attempt)
 				return p.settled(rec)
 			}
@@ -120,7 +124,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, stage deadletter.Stage,
 			reason = deadletter.ReasonPermanent
 		}
 		p.clearStuck() // settled below: no longer skippable
-		return p.act(rec, stage, class, err, attempt, first, reason, out.Then)
+		return p.act(rec, o, stage, class, err, attempt, first, reason, out.Then)
 	}
 }
 
@@ -145,11 +149,19 @@ func (c *Consumer[K, V]) classify(stage deadletter.Stage, err error) failure.Cla
 	return class
 }
 
-func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) bool {
+// act settles rec by then: a dead letter, a skip, a halt or a retry tier.
+// o.rec is what the letter is made of (the original of a tier record).
+func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) bool {
 	c := p.c
+	if then == RetryTopic {
+		if o.tiers < len(c.tiers.cfg.Tiers) && c.tiers.names[o.rec.Topic] != nil {
+			return p.forward(rec, o, stage, class, err, attempts, first)
+		}
+		then, reason = c.tiers.cfg.Then, deadletter.ReasonExhausted // after the last tier
+	}
 	switch then {
 	case Skip:
-		return p.skip(rec, stage, err, attempts, string(reason))
+		return p.skip(rec, o, stage, err, attempts, string(reason))
 	case Halt:
 		p.outcome(rec, stage, class, OutcomeHalted)
 		p.log.error("halting on record", rec, "stage", stage, "class", class, "err", err)
@@ -157,31 +169,38 @@ func (p *partition[K, V]) act(rec *kgo.Record, stage deadletter.Stage, class fai
 		return false
 	}
 	if ok, skipped := p.guardFlood(rec); skipped {
-		return p.skip(rec, stage, err, attempts, "operator")
+		return p.skip(rec, o, stage, err, attempts, "operator")
 	} else if !ok {
 		return false
 	}
 	p.floodWin.add(true)
-	f := &deadletter.Failure{
-		Stage: stage, Reason: reason, Class: class.String(),
-		ErrorType: deadletter.ErrorType(err), Message: err.Error(),
-		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp,
-		OriginalHeaders: len(rec.Headers), Group: c.cfg.Group, Attempts: attempts,
-		First: first, Last: time.Now(),
-	}
-	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
-		f.ErrorStage = s
-	}
+	p.untrack(o)
 	// The write is asynchronous: the partition goes on while it is in
 	// flight, and its offset is marked only once it is acknowledged.
-	l := c.dlq.newLetter(rec, f, err)
+	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err)
 	l.class, l.attempts = class, attempts
 	c.dlq.send(p.ctx, l)
 	return p.settleLetter(rec, l)
 }
 
-func (p *partition[K, V]) skip(rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) bool {
+// newFailure is the failure headers of rec, failed at stage with err.
+func newFailure(group string, rec *kgo.Record, stage deadletter.Stage, class failure.Class, reason deadletter.Reason, err error, attempts int, first time.Time) *deadletter.Failure {
+	f := &deadletter.Failure{
+		Stage: stage, Reason: reason, Class: class.String(),
+		ErrorType: deadletter.ErrorType(err), Message: err.Error(),
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp,
+		OriginalHeaders: len(rec.Headers), Group: group, Attempts: attempts,
+		First: first, Last: time.Now(),
+	}
+	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
+		f.ErrorStage = s
+	}
+	return f
+}
+
+func (p *partition[K, V]) skip(rec *kgo.Record, o *origin, stage deadletter.Stage, err error, attempts int, why string) bool {
 	c := p.c
+	p.untrack(o)
 	p.outcome(rec, stage, c.classify(stage, err), OutcomeSkipped)
 	p.log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "err", err)
 	p.floodWin.add(false)

@@ -24,6 +24,11 @@ type Stats struct {
 	Skipped uint64
 	// Halted counts halts (0 or 1).
 	Halted uint64
+	// Forwarded counts records forwarded to a retry tier after failing,
+	// once per tier; Parked counts records forwarded only to stay behind
+	// an earlier record of their key (see [RetryTopics]).
+	Forwarded uint64
+	Parked    uint64
 	// DeadLetterWriteErrors counts failed dead-letter write attempts.
 	DeadLetterWriteErrors uint64
 	// Outcomes breaks the failure counters down by stage and class.
@@ -50,6 +55,8 @@ type Stats struct {
 	// DeadLetterTopics is what the consumer knows of each dead-letter
 	// topic: checked (and created) when partitions are assigned.
 	DeadLetterTopics []DeadLetterTopic
+	// RetryTopics is the same for the retry tiers.
+	RetryTopics []DeadLetterTopic `json:",omitempty"`
 	// Brokers says whether the cluster answers.
 	Brokers BrokerState
 	// Dependencies is the state of each of [Config.Dependencies].
@@ -139,7 +146,7 @@ type Stuck struct {
 }
 
 type stats struct {
-	consumed, processed, dlqWriteErrors, floodTrips atomic.Uint64
+	consumed, processed, dlqWriteErrors, floodTrips, parked atomic.Uint64
 
 	mu       sync.Mutex
 	outcomes map[OutcomeKey]uint64
@@ -160,6 +167,7 @@ func (s *stats) snapshot() Stats {
 		Processed:             s.processed.Load(),
 		DeadLetterWriteErrors: s.dlqWriteErrors.Load(),
 		FloodTrips:            s.floodTrips.Load(),
+		Parked:                s.parked.Load(),
 		Outcomes:              make(map[OutcomeKey]uint64),
 	}
 	s.mu.Lock()
@@ -175,6 +183,8 @@ func (s *stats) snapshot() Stats {
 			out.Skipped += v
 		case OutcomeHalted:
 			out.Halted += v
+		case OutcomeForwarded:
+			out.Forwarded += v
 		}
 	}
 	return out

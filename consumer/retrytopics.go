@@ -1,0 +1,857 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+)
+
+// RetryTopics configures non-blocking retries: a failed record whose
+// [Outcome] says [RetryTopic] is forwarded to a delay tier, a topic such as
+// "orders.retry.30s", and its partition moves on. The consumer reads the tiers
+// in the same group; a tier partition whose head record is not due yet has its
+// fetching paused until it is, and the record is then tried again. Each time
+// it fails again it goes to the next tier; after the last one it gets Then
+// (the dead-letter topic by default).
+//
+// A forwarded record keeps its key, value and headers byte for byte, plus the
+// failure headers of a dead letter (the attempts so far, the first and last
+// failure time, the original topic, partition and offset, the last error) and
+// [HeaderRetryTier], [HeaderRetryDue] and [HeaderRetryParked]. The attempt
+// count and the first failure time travel in the record, so they survive
+// restarts and rebalances. The handler sees a record read from a tier as its
+// original: Record.Raw has the source topic, partition, offset, timestamp and
+// headers; Record.Attempt counts every try and Record.Tier says which tier
+// it came from.
+//
+// Tier topics are created like dead-letter topics: the source topic's
+// partition count (tier partition = source partition) and room for the
+// headers. A forward is acknowledged before the source offset moves on, like a
+// dead letter.
+//
+// # Per-key order
+//
+// On by default: while a key has a record in the tiers, later records of that
+// key from the same source partition are not processed ahead of it. They are
+// parked: forwarded behind it (HeaderRetryParked), and processed in source
+// order once it is settled (processed, dead-lettered or skipped). Keys without
+// a record in the tiers are not delayed at all. Records without a key (a nil
+// key) are not ordered: each is retried on its own, and later unkeyed records
+// go ahead of it.
+//
+// The parked keys of a source partition are rebuilt when it is assigned, from
+// the records its tier partitions hold past the group's committed offsets;
+// its records wait until that is done. To find them, a source partition and its
+// tier partitions must be assigned to the same member: with retry topics the
+// consumer uses the range assignor (co-partitioning; every member of the group
+// must run with the same topics and tiers). MaxParked bounds the records of
+// one source partition that are in the tiers; at the bound the source
+// partition stops (a warning, and Partition.Paused is PauseParked) until its
+// tiers drain below it.
+type RetryTopics struct {
+	// Tiers are the delays, in order: a record forwarded for the first time
+	// goes to the first tier, and to the next each time it fails again.
+	// Empty: no retry topics. Each is at least 10ms, in whole milliseconds,
+	// and different from the others.
+	Tiers []time.Duration
+	// Topic names the tier topics. It may use {topic}, {group} and {delay}
+	// (the tier's delay: 250ms, 1s, 30s, 5m, 1h30m). Optional:
+	// "{topic}.retry.{delay}".
+	Topic deadletter.Template
+	// Then is what happens to a record that fails in the last tier.
+	// Optional: DeadLetter. It cannot be RetryTopic.
+	Then Action
+	// Unordered turns per-key order off: later records of a key go ahead
+	// of one in the tiers, as with Spring Kafka's retry topics.
+	Unordered bool
+	// MaxParked bounds the records of one source partition in the tiers
+	// (failed or parked) that per-key order tracks. Optional: 10000.
+	MaxParked int
+}
+
+// Retry headers of a record in a tier, besides the failure headers of a
+// dead letter.
+const (
+	// HeaderRetryTier is the number of tiers the record has been forwarded
+	// to after failing: 1 in the first tier.
+	HeaderRetryTier = "antidote.retry.tier"
+	// HeaderRetryDue is when the record is due to be tried again (RFC 3339,
+	// UTC, milliseconds).
+	HeaderRetryDue = "antidote.retry.due"
+	// HeaderRetryParked is "true" on a record forwarded only to keep it
+	// behind an earlier record of its key.
+	HeaderRetryParked = "antidote.retry.parked"
+)
+
+// Reasons of the failure headers of a record in a tier.
+const (
+	// ReasonRetryTopic: the record failed and waits in a tier.
+	ReasonRetryTopic deadletter.Reason = "retry-topic"
+	// ReasonParked: the record waits behind an earlier record of its key.
+	ReasonParked deadletter.Reason = "parked"
+)
+
+const (
+	defaultRetryTopic = "{topic}.retry.{delay}"
+	defaultMaxParked  = 10000
+)
+
+func (r RetryTopics) on() bool { return len(r.Tiers) > 0 }
+
+// DelayName is how a delay appears in a tier topic's name: 250ms, 1s, 30s,
+// 5m, 1h30m.
+func DelayName(d time.Duration) string {
+	var b strings.Builder
+	for _, u := range []struct {
+		d time.Duration
+		s string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if n := d / u.d; n > 0 {
+			b.WriteString(strconv.FormatInt(int64(n), 10))
+			b.WriteString(u.s)
+			d -= n * u.d
+		}
+	}
+	if b.Len() == 0 {
+		return "0ms"
+	}
+	return b.String()
+}
+
+// TierTopic returns the name of the tier topic with the given delay for a
+// source topic and group.
+func (r RetryTopics) TierTopic(topic, group string, delay time.Duration) string {
+	t := string(r.Topic)
+	if t == "" {
+		t = defaultRetryTopic
+	}
+	return deadletter.Template(strings.ReplaceAll(t, "{delay}", DelayName(delay))).Name(topic, group)
+}
+
+func (r RetryTopics) validate() error {
+	if !r.on() {
+		return nil
+	}
+	seen := map[time.Duration]int{}
+	for i, d := range r.Tiers {
+		key := "RetryTopics.Tiers[" + strconv.Itoa(i) + "]"
+		if d < 10*time.Millisecond || d%time.Millisecond != 0 {
+			return configErr(key, fmt.Sprintf("%v: a delay is at least 10ms, in whole milliseconds", d))
+		}
+		if j, dup := seen[d]; dup {
+			return configErr(key, fmt.Sprintf("%v: the same delay as Tiers[%d]; each tier has its own topic", d, j))
+		}
+		seen[d] = i
+	}
+	t := string(r.Topic)
+	if t != "" {
+		if !strings.Contains(t, "{delay}") {
+			return configErr("RetryTopics.Topic", fmt.Sprintf("%q: use {delay}, so that each tier has a topic of its own", t))
+		}
+		if err := deadletter.Template(strings.ReplaceAll(t, "{delay}", "30s")).Validate(); err != nil {
+			return configErr("RetryTopics.Topic", err.Error()+" ({delay} is known too)")
+		}
+	}
+	switch r.Then {
+	case RetryTopic:
+		return configErr("RetryTopics.Then", "RetryTopic: after the last tier comes DeadLetter, Skip or Halt")
+	case ActionDefault, DeadLetter, Skip, Halt:
+	default:
+		return configErr("RetryTopics.Then", fmt.Sprintf("unknown action %d", r.Then))
+	}
+	if r.MaxParked < 0 {
+		return configErr("RetryTopics.MaxParked", "negative")
+	}
+	return nil
+}
+
+// tiers is what the consumer knows of the retry topics: the tier topics of
+// each source topic, and the per-key order of each source partition.
+type tiers struct {
+	cfg     RetryTopics
+	ordered bool
+	group   string
+	byTopic map[string]tierOf   // tier topic -> its source and index
+	names   map[string][]string // source topic -> tier topics, in order
+	opts    []kgo.Opt           // to read the tiers with a client of its own
+	adm     *kadm.Client
+
+	mu   sync.Mutex
+	fams map[tp]*family // by source topic and partition
+}
+
+type tierOf struct {
+	source string
+	index  int // 0-based
+}
+
+func newTiers(cfg RetryTopics, sources []string, group string) *tiers {
+	if cfg.Then == ActionDefault {
+		cfg.Then = DeadLetter
+	}
+	if cfg.MaxParked == 0 {
+		cfg.MaxParked = defaultMaxParked
+	}
+	t := &tiers{cfg: cfg, ordered: !cfg.Unordered, group: group, byTopic: map[string]tierOf{}, names: map[string][]string{}, fams: map[tp]*family{}}
+	for _, src := range sources {
+		for i, d := range cfg.Tiers {
+			n := cfg.TierTopic(src, group, d)
+			t.byTopic[n] = tierOf{source: src, index: i}
+			t.names[src] = append(t.names[src], n)
+		}
+	}
+	return t
+}
+
+// topics returns every tier topic, sorted.
+func (t *tiers) topics() []string {
+	out := make([]string, 0, len(t.byTopic))
+	for n := range t.byTopic {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkNames rejects tier topics that collide with a source topic or with
+// each other.
+func (t *tiers) checkNames(sources []string) error {
+	if n := len(sources) * len(t.cfg.Tiers); len(t.byTopic) != n {
+		return configErr("RetryTopics.Topic", "two tiers (or two source topics) get the same topic name: use {topic} and {delay}")
+	}
+	for _, s := range sources {
+		if _, clash := t.byTopic[s]; clash {
+			return configErr("RetryTopics.Topic", fmt.Sprintf("tier topic %s is also a source topic", s))
+		}
+	}
+	return nil
+}
+
+// family returns the per-key order of a source partition, creating it (not
+// ready: whoever created it rebuilds it) when missing.
+func (t *tiers) family(source string, part int32) (f *family, created bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := tp{source, part}
+	f = t.fams[k]
+	if f == nil {
+		f = newFamily(t.cfg.MaxParked)
+		t.fams[k] = f
+		created = true
+	}
+	return f, created
+}
+
+// drop forgets the families of revoked source partitions.
+func (t *tiers) drop(m map[string][]int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for topic, ps := range m {
+		if _, tier := t.byTopic[topic]; tier {
+			continue
+		}
+		for _, p := range ps {
+			if f := t.fams[tp{topic, p}]; f != nil {
+				f.close()
+				delete(t.fams, tp{topic, p})
+			}
+		}
+	}
+}
+
+// family is the per-key order of one source partition and its tier
+// partitions: for each key with records in the tiers, their source offsets,
+// in order. It is shared by the workers of the source partition and of its
+// tier partitions.
+type family struct {
+	ready chan struct{} // closed when rebuilt (or given up)
+	gone  chan struct{} // closed when the source partition is revoked
+
+	mu   sync.Mutex
+	keys map[string][]entry
+	n    int
+	max  int
+	room chan struct{} // closed when n drops under max; nil while nobody waits
+}
+
+type entry struct {
+	offset int64 // in the source partition
+	tier   int   // index of the tier that holds its latest copy
+}
+
+func newFamily(max int) *family {
+	return &family{ready: make(chan struct{}), gone: make(chan struct{}), keys: map[string][]entry{}, max: max}
+}
+
+func (f *family) close() {
+	select {
+	case <-f.gone:
+	default:
+		close(f.gone)
+	}
+}
+
+func (f *family) markReady() {
+	select {
+	case <-f.ready:
+	default:
+		close(f.ready)
+	}
+}
+
+// await waits until the family is rebuilt. It returns false when ctx ends.
+func (f *family) await(ctx context.Context) bool {
+	select {
+	case <-f.ready:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Routes of a source record.
+const (
+	routeProcess   = iota // process it
+	routePark             // an earlier record of its key is in the tiers
+	routeForwarded        // it is in the tiers already (forwarded before a restart)
+)
+
+// route decides what happens to a source record of key at offset: process
+// it, park it behind the earliest record of its key in the tiers (in that
+// record's tier, returned), or nothing (it was forwarded already).
+func (f *family) route(key string, offset int64) (route, tier int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es := f.keys[key]
+	if len(es) == 0 {
+		return routeProcess, 0
+	}
+	for _, e := range es {
+		if e.offset == offset {
+			return routeForwarded, e.tier
+		}
+	}
+	if es[0].offset < offset {
+		return routePark, es[0].tier
+	}
+	return routeProcess, 0
+}
+
+// before reports whether a record of key earlier than offset is in the
+// tiers, and the tier of the earliest one.
+func (f *family) before(key string, offset int64) (tier int, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if es := f.keys[key]; len(es) > 0 && es[0].offset < offset {
+		return es[0].tier, true
+	}
+	return 0, false
+}
+
+// put records that the record of key at offset is (now) in tier.
+func (f *family) put(key string, offset int64, tier int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es := f.keys[key]
+	i, found := slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
+	if found {
+		es[i].tier = tier
+		return
+	}
+	f.keys[key] = slices.Insert(es, i, entry{offset, tier})
+	f.n++
+}
+
+// settle forgets the record of key at offset: it is processed,
+// dead-lettered or skipped.
+func (f *family) settle(key string, offset int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es := f.keys[key]
+	i, found := slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
+	if !found {
+		return
+	}
+	if len(es) == 1 {
+		delete(f.keys, key)
+	} else {
+		f.keys[key] = slices.Delete(es, i, i+1)
+	}
+	f.n--
+	if f.room != nil && f.n < f.max {
+		close(f.room)
+		f.room = nil
+	}
+}
+
+// full returns a channel closed when the family is back under its bound,
+// or nil when it is under it.
+func (f *family) full() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n < f.max {
+		return nil
+	}
+	if f.room == nil {
+		f.room = make(chan struct{})
+	}
+	return f.room
+}
+
+func (f *family) size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// retryState is what the retry headers of a record in a tier say.
+type retryState struct {
+	f      *deadletter.Failure
+	tiers  int // HeaderRetryTier
+	due    time.Time
+	parked bool
+}
+
+// errNotTier is the error of a record in a tier topic without valid retry
+// headers: not written by a consumer (or damaged).
+var errNotTier = errors.New("consumer: not a retry-tier record")
+
+// parseRetry reads the retry headers of a record read from a tier. It never
+// panics on malformed input.
+func parseRetry(hs []kgo.RecordHeader) (retryState, error) {
+	var s retryState
+	f, err := deadletter.ParseHeaders(deadletterHeaders(hs))
+	if err != nil {
+		return s, fmt.Errorf("%w: %w", errNotTier, err)
+	}
+	s.f = f
+	var haveTier, haveDue bool
+	for _, h := range hs {
+		switch h.Key {
+		case HeaderRetryTier:
+			n, err := strconv.Atoi(string(h.Value))
+			if err != nil || n < 0 || n > 1000 {
+				return s, fmt.Errorf("%w: header %s: bad value %q", errNotTier, HeaderRetryTier, deadletter.Truncate(string(h.Value), 64))
+			}
+			s.tiers, haveTier = n, true
+		case HeaderRetryDue:
+			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
+			if err != nil {
+				return s, fmt.Errorf("%w: header %s: bad value %q", errNotTier, HeaderRetryDue, deadletter.Truncate(string(h.Value), 64))
+			}
+			s.due, haveDue = t, true
+		case HeaderRetryParked:
+			s.parked = string(h.Value) == "true"
+		}
+	}
+	if !haveTier || !haveDue {
+		return s, fmt.Errorf("%w: missing %s or %s", errNotTier, HeaderRetryTier, HeaderRetryDue)
+	}
+	return s, nil
+}
+
+// original is the record a tier record stands for, as the handler sees it:
+// the source topic, partition, offset and timestamp, the original headers.
+func (s retryState) original(rec *kgo.Record) *kgo.Record {
+	n := min(s.f.OriginalHeaders, len(rec.Headers))
+	return &kgo.Record{
+		Topic: s.f.Topic, Partition: s.f.Partition, Offset: s.f.Offset, Timestamp: s.f.Timestamp,
+		Key: rec.Key, Value: rec.Value, Headers: rec.Headers[:n:n],
+		LeaderEpoch: rec.LeaderEpoch, ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch,
+	}
+}
+
+// retryHeaders are the retry headers of a forward.
+func retryHeaders(tiers int, due time.Time, parked bool) []kgo.RecordHeader {
+	buf := make([]byte, 0, 8+len(deadletter.TimeLayout)+3)
+	buf = strconv.AppendInt(buf, int64(tiers), 10)
+	n := len(buf)
+	buf = due.UTC().AppendFormat(buf, deadletter.TimeLayout)
+	hs := []kgo.RecordHeader{{Key: HeaderRetryTier, Value: buf[:n:n]}, {Key: HeaderRetryDue, Value: buf[n:]}}
+	if parked {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderRetryParked, Value: []byte("true")})
+	}
+	return hs
+}
+
+// rebuild reads the records the tier partitions of the given source
+// partitions hold past the group's committed offsets, and fills their
+// families. A family is ready when done; on an error it is retried until ctx
+// ends, and meanwhile its records wait.
+func (t *tiers) rebuild(ctx context.Context, fams map[tp]*family, log func(msg string, args ...any)) {
+	for attempt := 1; ; attempt++ {
+		n, err := t.read(ctx, fams)
+		if err == nil {
+			for k, f := range fams {
+				f.markReady()
+				if s := f.size(); s > 0 {
+					log("per-key order rebuilt from the retry tiers", "topic", k.topic, "partition", k.partition, "records_in_tiers", s)
+				}
+			}
+			if n > 0 {
+				log("retry tiers read", "records", n)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log("retry tiers cannot be read: the records of these partitions wait (per-key order)", "attempt", attempt, "err", err)
+		if backoff.Sleep(ctx, min(time.Duration(attempt)*time.Second, 10*time.Second)) != nil {
+			return
+		}
+	}
+}
+
+// read does the work of rebuild and returns the records read.
+func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
+	for _, f := range fams {
+		f.mu.Lock()
+		clear(f.keys)
+		f.n = 0
+		f.mu.Unlock()
+	}
+	var topics []string
+	for k := range fams {
+		topics = append(topics, t.names[k.topic]...)
+	}
+	if len(topics) == 0 {
+		return 0, nil
+	}
+	committed, err := t.adm.FetchOffsets(ctx, t.group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("committed offsets: %w", err)
+	}
+	starts, err := t.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return 0, fmt.Errorf("start offsets: %w", err)
+	}
+	ends, err := t.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, fmt.Errorf("end offsets: %w", err)
+	}
+	from := map[string]map[int32]kgo.Offset{}
+	until := map[tp]int64{}
+	for k := range fams {
+		for _, topic := range t.names[k.topic] {
+			end, ok := ends.Lookup(topic, k.partition)
+			if !ok || end.Err != nil {
+				continue // missing: nothing in it yet
+			}
+			at := int64(0)
+			if s, ok := starts.Lookup(topic, k.partition); ok && s.Err == nil {
+				at = s.Offset
+			}
+			if c, ok := committed.Lookup(topic, k.partition); ok && c.At > at {
+				at = c.At
+			}
+			if at >= end.Offset {
+				continue
+			}
+			if from[topic] == nil {
+				from[topic] = map[int32]kgo.Offset{}
+			}
+			from[topic][k.partition] = kgo.NewOffset().At(at)
+			until[tp{topic, k.partition}] = end.Offset
+		}
+	}
+	if len(until) == 0 {
+		return 0, nil
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), t.opts...), kgo.ConsumePartitions(from))...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	read := 0
+	for len(until) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return read, err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return read, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			k := tp{r.Topic, r.Partition}
+			end, ok := until[k]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if r.Offset >= end-1 {
+				delete(until, k)
+			}
+			read++
+			if r.Key == nil {
+				return
+			}
+			tier := t.byTopic[r.Topic]
+			st, err := parseRetry(r.Headers)
+			if err != nil {
+				return // handled (dead-lettered) when it is consumed
+			}
+			if f := fams[tp{tier.source, r.Partition}]; f != nil {
+				f.put(string(r.Key), st.f.Offset, tier.index)
+			}
+		})
+	}
+	return read, nil
+}
+
+// deadletterHeaders reinterprets franz-go headers as deadletter headers:
+// both are struct{Key string; Value []byte} (checked by a test).
+func deadletterHeaders(h []kgo.RecordHeader) []deadletter.Header {
+	if len(h) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*deadletter.Header)(unsafe.Pointer(unsafe.SliceData(h))), len(h))
+}
+
+// handleTiered handles a record of a consumer with retry topics: a source
+// record may be parked behind an earlier record of its key; a tier record
+// waits until it is due, may be parked again, and is then tried.
+func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
+	t := p.c.tiers
+	if t.ordered && p.fam == nil {
+		f, created := t.family(p.source, p.part)
+		if created {
+			go t.rebuild(p.ctx, map[tp]*family{{p.source, p.part}: f}, p.c.log.Warn)
+		}
+		p.fam = f
+	}
+	if p.fam != nil && !p.fam.await(p.ctx) {
+		return false
+	}
+	if p.tier < 0 {
+		o := &origin{rec: rec}
+		if p.fam != nil && rec.Key != nil {
+			if !p.awaitRoom() {
+				return false
+			}
+			switch route, tier := p.fam.route(string(rec.Key), rec.Offset); route {
+			case routeForwarded:
+				return p.settled(rec) // in a tier already: forwarded before a restart
+			case routePark:
+				return p.park(rec, o, nil, tier)
+			}
+		}
+		return p.process(rec, o, 1, time.Time{})
+	}
+	st, err := parseRetry(rec.Headers)
+	if err != nil {
+		// Not written by a consumer: settled as a permanent failure of
+		// the tier topic itself, never forwarded again.
+		o := &origin{rec: rec, tiers: len(t.cfg.Tiers)}
+		return p.settleFailure(rec, o, deadletter.StageDeserializeValue, failure.Permanent(err), 1, time.Time{})
+	}
+	if !p.waitDue(st.due) {
+		return false
+	}
+	o := &origin{rec: st.original(rec), tiers: st.tiers}
+	if p.fam != nil && rec.Key != nil {
+		o.keyed = true
+		if tier, ok := p.fam.before(string(rec.Key), o.rec.Offset); ok {
+			return p.park(rec, o, st.f, tier)
+		}
+	}
+	return p.process(rec, o, st.f.Attempts+1, st.f.First)
+}
+
+// untrack tells the family that o is settled.
+func (p *partition[K, V]) untrack(o *origin) {
+	if o.keyed && p.fam != nil {
+		p.fam.settle(string(o.rec.Key), o.rec.Offset)
+	}
+}
+
+// forward sends rec (o.rec as the handler sees it) to its next retry tier,
+// and settles rec once the forward is acknowledged.
+func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time) bool {
+	c := p.c
+	if ok, skipped := p.guardFlood(rec); skipped {
+		return p.skip(rec, o, stage, err, attempts, "operator")
+	} else if !ok {
+		return false
+	}
+	p.floodWin.add(true)
+	tier := o.tiers // the index of the next tier
+	f := newFailure(c.cfg.Group, o.rec, stage, class, ReasonRetryTopic, err, attempts, first)
+	due := f.Last.Add(c.tiers.cfg.Tiers[tier])
+	l := p.tierLetter(o, f, err, tier, retryHeaders(tier+1, due, false), kindForward)
+	l.class, l.attempts = class, attempts
+	if p.fam != nil && o.rec.Key != nil {
+		o.keyed = true
+		p.fam.put(string(o.rec.Key), o.rec.Offset, tier)
+	}
+	c.dlq.send(p.ctx, l)
+	return p.settleLetter(rec, l)
+}
+
+// park forwards rec (o.rec as the handler sees it) to tier, behind the
+// earliest record of its key in the tiers; prev are its failure headers
+// when it failed before.
+func (p *partition[K, V]) park(rec *kgo.Record, o *origin, prev *deadletter.Failure, tier int) bool {
+	var f deadletter.Failure
+	if prev != nil {
+		f = *prev
+	} else {
+		r := o.rec
+		f = deadletter.Failure{Reason: ReasonParked, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+			OriginalHeaders: len(r.Headers), Group: p.c.cfg.Group}
+	}
+	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, time.Now(), true), kindParked)
+	p.fam.put(string(o.rec.Key), o.rec.Offset, tier)
+	p.c.dlq.send(p.ctx, l)
+	return p.settleLetter(rec, l)
+}
+
+// tierLetter is the letter that writes o.rec to a tier: its key, value and
+// original headers, the failure headers of f, then the retry headers.
+func (p *partition[K, V]) tierLetter(o *origin, f *deadletter.Failure, cause error, tier int, extra []kgo.RecordHeader, kind letterKind) *letter {
+	w := p.c.dlq
+	f.ClientID = w.clientID
+	l := &letter{src: o.rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause, kind: kind, extra: extra,
+		tmpl: kgo.Record{Topic: p.c.tiers.names[o.rec.Topic][tier], Key: o.rec.Key, Value: o.rec.Value}}
+	l.tmpl.Headers = l.headers()
+	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
+		l.shrink()
+	}
+	return l
+}
+
+// waitDue waits until a tier record is due, with the partition's fetching
+// paused (PauseDue): the records it holds wait with it, nothing is fetched
+// again. The kill switch ends the wait: with retrying off, a record is tried
+// once more and then settled by RetryTopics.Then. It returns false when the
+// worker must stop.
+func (p *partition[K, V]) waitDue(due time.Time) bool {
+	d := time.Until(due)
+	if d <= 0 || p.c.retryOff.Load() {
+		return true
+	}
+	if _, ok := p.reap(); !ok {
+		return false
+	}
+	p.ledger.flush()
+	p.setWaiting(PauseDue)
+	defer p.setWaiting("")
+	for d > 0 && !p.c.retryOff.Load() {
+		if sleep(p.ctx, d, p.c.wakeSignal()) != nil {
+			return false
+		}
+		d = time.Until(due)
+	}
+	return true
+}
+
+// awaitRoom waits while the family of a source partition holds
+// RetryTopics.MaxParked records: the partition stops (PauseParked) until its
+// tiers drain. It returns false when the worker must stop.
+func (p *partition[K, V]) awaitRoom() bool {
+	ch := p.fam.full()
+	if ch == nil {
+		return true
+	}
+	p.ledger.flush()
+	p.c.log.Warn("per-key order: the retry tiers hold RetryTopics.MaxParked records of this partition; it stops until they drain",
+		"topic", p.topic, "partition", p.part, "max_parked", p.c.tiers.cfg.MaxParked)
+	p.setWaiting(PauseParked)
+	defer p.setWaiting("")
+	for ch != nil {
+		select {
+		case <-ch:
+		case <-p.ctx.Done():
+			return false
+		}
+		ch = p.fam.full()
+	}
+	return true
+}
+
+// setWaiting pauses the partition's fetching while its worker waits
+// (PauseDue, PauseParked), or resumes it ("").
+func (p *partition[K, V]) setWaiting(reason string) {
+	p.mu.Lock()
+	p.flow.setWaiting(reason)
+	p.mu.Unlock()
+}
+
+// checkTiers makes sure the tier topics of the assigned source topics exist
+// (creating them like dead-letter topics) and makes the client see new ones.
+func (c *Consumer[K, V]) checkTiers(ctx context.Context, sources []string) {
+	created := false
+	for _, src := range sources {
+		names := c.tiers.names[src]
+		if names == nil {
+			continue
+		}
+		n, err := c.dlq.sourcePartitions(ctx, src)
+		for _, topic := range names {
+			if err == nil {
+				known := c.dlq.limit(topic) > 0
+				if err = c.dlq.ensure(ctx, src, topic, n); err == nil && !known {
+					created = true
+				}
+			}
+			if err != nil {
+				c.log.Error("retry topic cannot be used: a record forwarded to it waits until it can (Stats().RetryTopics)", "topic", src, "retry_topic", topic, "err", err)
+				err = nil
+			}
+		}
+	}
+	if created {
+		c.cl.ForceMetadataRefresh()
+	}
+}
+
+// assignTiers starts rebuilding the per-key order of newly assigned
+// partitions, in one read for all of them.
+func (c *Consumer[K, V]) assignTiers(assigned map[string][]int32) {
+	t := c.tiers
+	if !t.ordered {
+		return
+	}
+	fams := map[tp]*family{}
+	for topic, ps := range assigned {
+		src := topic
+		if ti, ok := t.byTopic[topic]; ok {
+			src = ti.source
+		}
+		for _, p := range ps {
+			if f, created := t.family(src, p); created {
+				fams[tp{src, p}] = f
+			}
+		}
+	}
+	if len(fams) > 0 {
+		go t.rebuild(c.runCtx, fams, c.log.Info)
+	}
+}
