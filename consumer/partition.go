@@ -104,7 +104,9 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 			p.source, p.tier = ti.source, ti.index
 		}
 	}
-	if !c.cfg.FloodGuard.Disable {
+	// The flood guard watches source partitions: in a retry tier, records
+	// fail again by nature. Once it trips, every partition waits.
+	if !c.cfg.FloodGuard.Disable && p.tier < 0 {
 		p.floodWin.dead = make([]bool, c.cfg.FloodGuard.Window)
 	}
 	if e, ok := c.attempts.take(topic, part); ok {
@@ -546,10 +548,11 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 // origin is a record as the handler sees it: a fetched source record
 // itself, or the original of a record read from a retry tier.
 type origin struct {
-	rec   *kgo.Record
-	tiers int  // retry tiers it went through after failing; 0 at the source
-	keyed bool // its family tracks it (per-key order): settling it must say so
-	saved bool // it has a durable attempts entry
+	rec      *kgo.Record
+	tiers    int  // retry tiers it went through after failing; 0 at the source
+	forwards int  // forwards to a tier so far (HeaderRetryForwards)
+	keyed    bool // its family tracks it (per-key order): settling it must say so
+	saved    bool // it has a durable attempts entry
 }
 
 // process decodes and processes rec (o.rec as the handler sees it), then

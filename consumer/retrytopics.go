@@ -94,6 +94,10 @@ const (
 	// HeaderRetryParked is "true" on a record forwarded only to keep it
 	// behind an earlier record of its key.
 	HeaderRetryParked = "antidote.retry.parked"
+	// HeaderRetryForwards counts the forwards of the record to a tier,
+	// failed or parked: the copy with the highest count is the current
+	// one, an older copy read again after a crash is passed over.
+	HeaderRetryForwards = "antidote.retry.forwards"
 )
 
 // Reasons of the failure headers of a record in a tier.
@@ -288,8 +292,9 @@ type family struct {
 }
 
 type entry struct {
-	offset int64 // in the source partition
-	tier   int   // index of the tier that holds its latest copy
+	offset   int64 // in the source partition
+	tier     int   // index of the tier that holds its current copy
+	forwards int   // HeaderRetryForwards of its current copy
 }
 
 func newFamily(max int) *family {
@@ -361,18 +366,31 @@ func (f *family) before(key string, offset int64) (tier int, ok bool) {
 	return 0, false
 }
 
-// put records that the record of key at offset is (now) in tier.
-func (f *family) put(key string, offset int64, tier int) {
+// put records that the record of key at offset has a copy in tier,
+// forwarded forwards times; the copy forwarded most is the current one.
+func (f *family) put(key string, offset int64, tier, forwards int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	es := f.keys[key]
 	i, found := slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
 	if found {
-		es[i].tier = tier
+		if forwards >= es[i].forwards {
+			es[i].tier, es[i].forwards = tier, forwards
+		}
 		return
 	}
-	f.keys[key] = slices.Insert(es, i, entry{offset, tier})
+	f.keys[key] = slices.Insert(es, i, entry{offset, tier, forwards})
 	f.n++
+}
+
+// stale reports whether a tier copy of the record of key at offset, forwarded
+// forwards times, is older than its current copy: read again after a crash.
+func (f *family) stale(key string, offset int64, forwards int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es := f.keys[key]
+	i, found := slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
+	return found && es[i].forwards > forwards
 }
 
 // settle forgets the record of key at offset: it is processed,
@@ -429,10 +447,11 @@ func cmpInt(a, b int64) int {
 
 // retryState is what the retry headers of a record in a tier say.
 type retryState struct {
-	f      *deadletter.Failure
-	tiers  int // HeaderRetryTier
-	due    time.Time
-	parked bool
+	f        *deadletter.Failure
+	forwards int // HeaderRetryForwards
+	tiers    int // HeaderRetryTier
+	due      time.Time
+	parked   bool
 }
 
 // errNotTier is the error of a record in a tier topic without valid retry
@@ -465,6 +484,12 @@ func parseRetry(hs []kgo.RecordHeader) (retryState, error) {
 			s.due, haveDue = t, true
 		case HeaderRetryParked:
 			s.parked = string(h.Value) == "true"
+		case HeaderRetryForwards:
+			n, err := strconv.Atoi(string(h.Value))
+			if err != nil || n < 0 {
+				return s, fmt.Errorf("%w: header %s: bad value %q", errNotTier, HeaderRetryForwards, deadletter.Truncate(string(h.Value), 64))
+			}
+			s.forwards = n
 		}
 	}
 	if !haveTier || !haveDue {
@@ -485,12 +510,14 @@ func (s retryState) original(rec *kgo.Record) *kgo.Record {
 }
 
 // retryHeaders are the retry headers of a forward.
-func retryHeaders(tiers int, due time.Time, parked bool) []kgo.RecordHeader {
-	buf := make([]byte, 0, 8+len(deadletter.TimeLayout)+3)
+func retryHeaders(tiers, forwards int, due time.Time, parked bool) []kgo.RecordHeader {
+	buf := make([]byte, 0, 16+len(deadletter.TimeLayout)+3)
 	buf = strconv.AppendInt(buf, int64(tiers), 10)
 	n := len(buf)
+	buf = strconv.AppendInt(buf, int64(forwards), 10)
+	m := len(buf)
 	buf = due.UTC().AppendFormat(buf, deadletter.TimeLayout)
-	hs := []kgo.RecordHeader{{Key: HeaderRetryTier, Value: buf[:n:n]}, {Key: HeaderRetryDue, Value: buf[n:]}}
+	hs := []kgo.RecordHeader{{Key: HeaderRetryTier, Value: buf[:n:n]}, {Key: HeaderRetryForwards, Value: buf[n:m:m]}, {Key: HeaderRetryDue, Value: buf[m:]}}
 	if parked {
 		hs = append(hs, kgo.RecordHeader{Key: HeaderRetryParked, Value: []byte("true")})
 	}
@@ -619,7 +646,7 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 				return // handled (dead-lettered) when it is consumed
 			}
 			if f := fams[tp{tier.source, r.Partition}]; f != nil {
-				f.put(string(r.Key), st.f.Offset, tier.index)
+				f.put(string(r.Key), st.f.Offset, tier.index, st.forwards)
 			}
 		})
 	}
@@ -672,12 +699,18 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		o := &origin{rec: rec, tiers: len(t.cfg.Tiers)}
 		return p.settleFailure(rec, o, deadletter.StageDeserializeValue, failure.Permanent(err), 1, time.Time{})
 	}
+	if p.fam != nil && rec.Key != nil && p.fam.stale(string(rec.Key), st.f.Offset, st.forwards) {
+		return p.settled(rec) // an older copy, read again after a crash: no need to wait for it
+	}
 	if !p.waitDue(st.due) {
 		return false
 	}
-	o := &origin{rec: st.original(rec), tiers: st.tiers}
+	o := &origin{rec: st.original(rec), tiers: st.tiers, forwards: st.forwards}
 	if p.fam != nil && rec.Key != nil {
 		o.keyed = true
+		if p.fam.stale(string(rec.Key), o.rec.Offset, st.forwards) {
+			return p.settled(rec) // an older copy, read again after a crash
+		}
 		if tier, ok := p.fam.before(string(rec.Key), o.rec.Offset); ok {
 			return p.park(rec, o, st.f, tier)
 		}
@@ -705,11 +738,11 @@ func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.S
 	tier := o.tiers // the index of the next tier
 	f := newFailure(c.cfg.Group, o.rec, stage, class, ReasonRetryTopic, err, attempts, first)
 	due := f.Last.Add(c.tiers.cfg.Tiers[tier])
-	l := p.tierLetter(o, f, err, tier, retryHeaders(tier+1, due, false), kindForward)
+	l := p.tierLetter(o, f, err, tier, retryHeaders(tier+1, o.forwards+1, due, false), kindForward)
 	l.class, l.attempts = class, attempts
 	if p.fam != nil && o.rec.Key != nil {
 		o.keyed = true
-		p.fam.put(string(o.rec.Key), o.rec.Offset, tier)
+		p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
 	}
 	c.dlq.send(p.ctx, l)
 	return p.settleLetter(rec, l)
@@ -727,8 +760,8 @@ func (p *partition[K, V]) park(rec *kgo.Record, o *origin, prev *deadletter.Fail
 		f = deadletter.Failure{Reason: ReasonParked, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
 			OriginalHeaders: len(r.Headers), Group: p.c.cfg.Group}
 	}
-	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, time.Now(), true), kindParked)
-	p.fam.put(string(o.rec.Key), o.rec.Offset, tier)
+	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, o.forwards+1, time.Now(), true), kindParked)
+	p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
 	p.c.dlq.send(p.ctx, l)
 	return p.settleLetter(rec, l)
 }
