@@ -122,3 +122,59 @@ func ExampleConsumer_Skip() {
 	// paid: ok again
 	// skipped: 1
 }
+
+// Retry topics: an order whose payment service fails is forwarded to a delay
+// tier, and the partition moves on. Later records of the same order wait
+// behind it (per-key order), another order is not delayed at all.
+func ExampleRetryTopics() {
+	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "orders.retry.100ms"))
+	defer cluster.Close()
+	producer, _ := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	defer producer.Close()
+	ctx := context.Background()
+	for _, kv := range [][2]string{{"order-1", "created"}, {"order-1", "paid"}, {"order-2", "created"}, {"order-1", "shipped"}} {
+		producer.ProduceSync(ctx, &kgo.Record{Topic: "orders", Key: []byte(kv[0]), Value: []byte(kv[1])})
+	}
+
+	c, err := consumer.New(consumer.Config[string, string]{
+		Brokers: cluster.ListenAddrs(),
+		Topics:  []string{"orders"},
+		Group:   "fulfilment",
+		Key:     serde.String(),
+		Value:   serde.String(),
+		Handler: func(ctx context.Context, r *consumer.Record[string, string]) error {
+			if r.Key == "order-1" && r.Value == "created" && r.Attempt == 1 {
+				return failure.Transient(errors.New("payment service unavailable"))
+			}
+			fmt.Printf("%s %s (attempt %d, from %s)\n", r.Key, r.Value, r.Attempt, r.Raw.Topic)
+			return nil
+		},
+		// No retry in place: straight to the tiers, then the dead-letter topic.
+		Policy: consumer.Policy{Process: consumer.StagePolicy{
+			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
+		}},
+		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{100 * time.Millisecond}},
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ClientOpts:  []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- c.Run(runCtx) }()
+	for c.Stats().Processed < 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	s := c.Stats()
+	fmt.Println("forwarded:", s.Forwarded, "parked:", s.Parked)
+	// Output:
+	// order-2 created (attempt 1, from orders)
+	// order-1 created (attempt 2, from orders)
+	// order-1 paid (attempt 1, from orders)
+	// order-1 shipped (attempt 1, from orders)
+	// forwarded: 1 parked: 2
+}
