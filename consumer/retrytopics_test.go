@@ -290,3 +290,137 @@ func TestDelayName(t *testing.T) {
 		t.Errorf("TierTopic = %q", got)
 	}
 }
+
+// TestIntegrationRetryTopicsWaitAndKillSwitch: a tier partition whose head
+// record is not due has its fetching paused (Partition.Paused is PauseDue)
+// while the source partition flows; the kill switch ends the wait, and the
+// record, tried once more, goes to the dead-letter topic.
+func TestIntegrationRetryTopicsWaitAndKillSwitch(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "rtwait", 1)
+	group := kafkatest.UniqueName("rtwait-group")
+	prod := c.Client(t, kgo.ProducerLinger(0))
+	produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("a"), Value: []byte("bad")})
+
+	var mu sync.Mutex
+	var good, tries int
+	c1, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t),
+		Key: serde.String(), Value: serde.String(),
+		Policy: consumer.Policy{Process: consumer.StagePolicy{
+			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
+		}},
+		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{10 * time.Minute, 20 * time.Minute}},
+		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Value == "bad" {
+				tries++
+				return failure.Transient(errors.New("always down"))
+			}
+			good++
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, c1)
+	tier := topic + ".retry.10m"
+	waitFor(t, 60*time.Second, "the tier partition paused until its record is due", func() bool {
+		for _, p := range c1.Stats().Partitions {
+			if p.Topic == tier && p.Paused == consumer.PauseDue {
+				return true
+			}
+		}
+		return false
+	})
+	// The source flows meanwhile, and records of other keys are not delayed.
+	for i := 0; i < 20; i++ {
+		produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("ok")})
+	}
+	waitFor(t, 30*time.Second, "20 good records processed", func() bool { mu.Lock(); defer mu.Unlock(); return good == 20 })
+	if s := c1.Stats(); s.DeadLettered != 0 || s.Forwarded != 1 {
+		t.Fatalf("before the kill switch: dead-lettered %d, forwarded %d; want 0 and 1", s.DeadLettered, s.Forwarded)
+	}
+	c1.SetRetryEnabled(false)
+	waitFor(t, 30*time.Second, "the waiting record dead-lettered", func() bool { return c1.Stats().DeadLettered == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tries != 2 {
+		t.Errorf("the bad record was tried %d times, want 2 (source, then once from the tier)", tries)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dl))
+	}
+	l, err := deadletter.ParseRecord(dl[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Reason != string(deadletter.ReasonRetryDisabled) || l.Attempts != 2 || l.OriginalTopic != topic {
+		t.Errorf("dead letter reason %s attempts %d topic %s; want %s, 2, %s", l.Reason, l.Attempts, l.OriginalTopic, deadletter.ReasonRetryDisabled, topic)
+	}
+}
+
+// TestIntegrationRetryTopicsMaxParked: at RetryTopics.MaxParked records in
+// the tiers, the source partition stops (PauseParked) instead of growing
+// the per-key state, and goes on once the tiers drain.
+func TestIntegrationRetryTopicsMaxParked(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "rtmax", 1)
+	group := kafkatest.UniqueName("rtmax-group")
+	prod := c.Client(t, kgo.ProducerLinger(0))
+	var recs []*kgo.Record
+	for i := 0; i < 30; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(i%3)), Value: []byte(strconv.Itoa(i))})
+	}
+	produce(t, prod, recs...)
+
+	var mu sync.Mutex
+	release := false
+	done := map[string]int{}
+	c1, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t),
+		Key: serde.String(), Value: serde.String(),
+		Policy: consumer.Policy{Process: consumer.StagePolicy{
+			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
+		}},
+		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond}, MaxParked: 5},
+		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Key == "k0" && !release {
+				return failure.Transient(errors.New("k0 is down"))
+			}
+			done[r.Key]++
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, c1)
+	waitFor(t, 60*time.Second, "the source partition stopped at MaxParked", func() bool {
+		for _, p := range c1.Stats().Partitions {
+			if p.Topic == topic && p.Paused == consumer.PauseParked {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	release = true
+	mu.Unlock()
+	waitFor(t, 60*time.Second, "every record processed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return done["k0"]+done["k1"]+done["k2"] >= 30
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -82,7 +82,8 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		out := c.policy.outcome(stage, class)
 		if c.retryOff.Load() {
 			// The kill switch: no waiting, straight to the exhausted outcome.
-			if _, canRetry := out.Retry.Next(attempt, time.Since(first)); canRetry {
+			_, canRetry := out.Retry.Next(attempt, time.Since(first))
+			if canRetry || (out.Then == RetryTopic && o.tiers < len(c.tiers.cfg.Tiers)) {
 				p.clearStuck()
 				then := out.Then
 				if then == RetryTopic {
