@@ -93,6 +93,27 @@
 // backoff: the dependency knows when a try is worth it. The policy still
 // decides when to stop.
 //
+// # Retry topics
+//
+// Retrying in place holds a partition while one record waits. An [Outcome]
+// with Then: [RetryTopic] forwards the record to delay tiers instead
+// ([RetryTopics]: "orders.retry.1s", "orders.retry.30s", ... then the
+// dead-letter topic) and the partition moves on. It combines with retrying
+// in place: Outcome{Retry: backoff.MaxAttempts(b, 2), Then: RetryTopic} is
+// two quick tries here, then one try per tier. The consumer reads the tiers
+// in the same group; a tier partition whose head record is not due yet has its
+// fetching paused until it is. The attempt count and the first failure time
+// travel in the record's headers, so they survive restarts and rebalances.
+//
+// Unlike Spring Kafka's retry topics, per-key order is kept (unless
+// RetryTopics.Unordered): while a key has a record in the tiers, later records
+// of that key are parked behind it and processed in source order once it is
+// settled; other keys are not delayed. Records without a key are not ordered.
+// See [RetryTopics] for how the parked keys are rebuilt after a restart and
+// what bounds them. After a crash, a copy in a tier whose commit had not
+// passed it may be read and tried again (at-least-once): a record can then be
+// tried once more with the attempt count of that copy.
+//
 // # Dead letters
 //
 // A dead letter is the original key, value and headers, byte for byte, plus

@@ -39,7 +39,7 @@
 // Config.Dependencies. Offsets, keys and error messages are never labels.
 //
 //	Name                                          Type       Labels                           Meaning
-//	antidote_records_total                        counter    topic, stage, class, outcome     records settled: processed, dead-lettered, skipped, halted (stage and class empty when processed)
+//	antidote_records_total                        counter    topic, stage, class, outcome     records settled: processed, dead-lettered, skipped, halted, forwarded (stage and class empty when processed)
 //	antidote_retries_total                        counter    topic, stage, class              retries in place, one per wait before another try
 //	antidote_records_consumed_total               counter    -                                records taken from fetches, each once (from Stats)
 //	antidote_handler_duration_seconds             histogram  topic, result                    duration of handler calls
@@ -55,7 +55,7 @@
 //	antidote_buffered_bytes                       gauge      -                                bytes held by the assigned partitions
 //	antidote_partition_stuck                      gauge      topic, partition                 1 while the partition cannot move past a record, else 0 (each assigned partition)
 //	antidote_partition_stuck_seconds              gauge      topic, partition, reason         how long it has been stuck on that record (retrying, dead-letter); only while stuck
-//	antidote_partition_paused                     gauge      topic, partition, reason         1 while its fetching is paused (stuck, buffer-full, operator); only while paused
+//	antidote_partition_paused                     gauge      topic, partition, reason         1 while its fetching is paused (stuck, buffer-full, operator, retry-due, retry-parked-full); only while paused
 //	antidote_partition_lag                        gauge      topic, partition                 records not yet committed: high watermark minus committed offset; absent while unknown
 //	antidote_dependency_state                     gauge      dependency, state                1 for each dependency's current state (a registry breaker: closed, open, half-open)
 //

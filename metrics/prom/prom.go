@@ -69,7 +69,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "antidote_records_total",
-			Help: "Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted). Stage and class are empty for processed records.",
+			Help: "Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded). Stage and class are empty for processed records.",
 		}, []string{"topic", "stage", "class", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "antidote_retries_total",
@@ -102,7 +102,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			bufBytes:     prometheus.NewDesc("antidote_buffered_bytes", "Bytes held by the assigned partitions.", nil, nil),
 			stuck:        prometheus.NewDesc("antidote_partition_stuck", "1 while an assigned partition cannot move past a record (retrying it, or waiting for its dead letter), else 0.", tp, nil),
 			stuckSeconds: prometheus.NewDesc("antidote_partition_stuck_seconds", "How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.", append(tp, "reason"), nil),
-			paused:       prometheus.NewDesc("antidote_partition_paused", "1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator); present only while paused.", append(tp, "reason"), nil),
+			paused:       prometheus.NewDesc("antidote_partition_paused", "1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator, retry-due, retry-parked-full); present only while paused.", append(tp, "reason"), nil),
 			lag:          prometheus.NewDesc("antidote_partition_lag", "Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.", tp, nil),
 			dependency:   prometheus.NewDesc("antidote_dependency_state", "1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).", []string{"dependency", "state"}, nil),
 		},

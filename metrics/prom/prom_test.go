@@ -57,7 +57,7 @@ func TestExposition(t *testing.T) {
 		Flood:        &consumer.Flood{Topic: "orders", Partition: 3}, FloodTrips: 2,
 	})
 	want := `
-# HELP antidote_records_total Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted). Stage and class are empty for processed records.
+# HELP antidote_records_total Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded). Stage and class are empty for processed records.
 # TYPE antidote_records_total counter
 antidote_records_total{class="",outcome="processed",stage="",topic="orders"} 2
 antidote_records_total{class="permanent",outcome="dead-lettered",stage="deserialize-value",topic="orders"} 1
@@ -96,7 +96,7 @@ antidote_partition_stuck{partition="4",topic="orders"} 0
 # HELP antidote_partition_stuck_seconds How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.
 # TYPE antidote_partition_stuck_seconds gauge
 antidote_partition_stuck_seconds{partition="3",reason="retrying",topic="orders"} 90
-# HELP antidote_partition_paused 1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator); present only while paused.
+# HELP antidote_partition_paused 1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator, retry-due, retry-parked-full); present only while paused.
 # TYPE antidote_partition_paused gauge
 antidote_partition_paused{partition="3",reason="stuck",topic="orders"} 1
 # HELP antidote_partition_lag Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.
