@@ -56,8 +56,11 @@ import (
 // the records its tier partitions hold past the group's committed offsets;
 // its records wait until that is done. To find them, a source partition and its
 // tier partitions must be assigned to the same member: with retry topics the
-// consumer uses the range assignor (co-partitioning; every member of the group
-// must run with the same topics and tiers). MaxParked bounds the records of
+// consumer uses the range assignor, which gives partition N of every topic
+// with the same partition count to one member (with [GroupConsumer], the
+// broker's range assignor). Every member of the group must run with the same
+// topics and tiers; turning retry topics on for an existing group changes its
+// assignor, so restart all its members together. MaxParked bounds the records of
 // one source partition that are in the tiers; at the bound the source
 // partition stops (a warning, and Partition.Paused is PauseParked) until its
 // tiers drain below it.

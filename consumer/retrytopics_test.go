@@ -69,7 +69,16 @@ func (k *keyOrder) count() int {
 // is dead-lettered with its original coordinates and every attempt counted;
 // two quick tries in place come before the tiers.
 func TestIntegrationRetryTopics(t *testing.T) {
+	for _, proto := range []consumer.GroupProtocol{consumer.GroupClassic, consumer.GroupConsumer} {
+		t.Run(proto.String(), func(t *testing.T) { testRetryTopics(t, proto) })
+	}
+}
+
+func testRetryTopics(t *testing.T, proto consumer.GroupProtocol) {
 	c := kafkatest.New(t)
+	if proto == consumer.GroupConsumer && !c.Real() {
+		t.Skip("the consumer group protocol is tested on the real broker")
+	}
 	topic := c.Topic(t, "rt", 2)
 	group := kafkatest.UniqueName("rt-group")
 	prod := c.Client(t, kgo.ProducerLinger(0))
@@ -102,7 +111,7 @@ func TestIntegrationRetryTopics(t *testing.T) {
 	tiersAt := map[string]int{}
 	wrongTopic := 0
 	c1, err := consumer.New(consumer.Config[string, keyed]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto,
 		Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 2), Then: consumer.RetryTopic},
