@@ -271,10 +271,7 @@ func (t *tiers) drop(m map[string][]int32) {
 			continue
 		}
 		for _, p := range ps {
-			if f := t.fams[tp{topic, p}]; f != nil {
-				f.close()
-				delete(t.fams, tp{topic, p})
-			}
+			delete(t.fams, tp{topic, p})
 		}
 	}
 }
@@ -284,8 +281,7 @@ func (t *tiers) drop(m map[string][]int32) {
 // in order. It is shared by the workers of the source partition and of its
 // tier partitions.
 type family struct {
-	ready chan struct{} // closed when rebuilt (or given up)
-	gone  chan struct{} // closed when the source partition is revoked
+	ready chan struct{} // closed when rebuilt
 
 	mu   sync.Mutex
 	keys map[string][]entry
@@ -301,15 +297,7 @@ type entry struct {
 }
 
 func newFamily(max int) *family {
-	return &family{ready: make(chan struct{}), gone: make(chan struct{}), keys: map[string][]entry{}, max: max}
-}
-
-func (f *family) close() {
-	select {
-	case <-f.gone:
-	default:
-		close(f.gone)
-	}
+	return &family{ready: make(chan struct{}), keys: map[string][]entry{}, max: max}
 }
 
 func (f *family) markReady() {
@@ -696,6 +684,9 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		return p.process(rec, o, 1, time.Time{})
 	}
 	st, err := parseRetry(rec.Headers)
+	if err == nil && (st.f.Topic != p.source || st.f.Partition != p.part) {
+		err = fmt.Errorf("%w: it names %s/%d, not %s/%d", errNotTier, deadletter.Truncate(st.f.Topic, 249), st.f.Partition, p.source, p.part)
+	}
 	if err != nil {
 		// Not written by a consumer: settled as a permanent failure of
 		// the tier topic itself, never forwarded again.
@@ -876,6 +867,7 @@ func (c *Consumer[K, V]) assignTiers(assigned map[string][]int32) {
 		return
 	}
 	fams := map[tp]*family{}
+	c.warnSplit(assigned)
 	for topic, ps := range assigned {
 		src := topic
 		if ti, ok := t.byTopic[topic]; ok {
@@ -889,5 +881,41 @@ func (c *Consumer[K, V]) assignTiers(assigned map[string][]int32) {
 	}
 	if len(fams) > 0 {
 		go t.rebuild(c.runCtx, fams, c.log.Info)
+	}
+}
+
+// warnSplit logs when a source partition is assigned without its tier
+// partitions, or the other way round (the range assignor assigns them
+// together when every member has the same topics; KIP-848 reconciles them
+// one after the other). Order still holds: a tier record is processed only
+// when no earlier record of its key is known to be in the tiers, and records
+// are forwarded in order; but the member with the source partition never
+// learns that the other settled a key, so it parks that key's records until
+// it loses the partition.
+func (c *Consumer[K, V]) warnSplit(assigned map[string][]int32) {
+	t := c.tiers
+	has := map[tp]bool{}
+	for topic, ps := range assigned {
+		for _, p := range ps {
+			has[tp{topic, p}] = true
+		}
+	}
+	c.mu.Lock()
+	for k := range c.parts {
+		has[k] = true
+	}
+	c.mu.Unlock()
+	for k := range has {
+		src := k.topic
+		if ti, ok := t.byTopic[k.topic]; ok {
+			src = ti.source
+		}
+		for _, n := range append([]string{src}, t.names[src]...) {
+			if !has[tp{n, k.partition}] && (n == src || c.dlq.limit(n) > 0) { // a tier not checked yet may not exist
+				c.log.Info("retry topics: a source partition and its tier partitions are not assigned together (yet); while another member works on them, records of keys in the tiers may be parked longer (do all members run with the same topics and tiers?)",
+					"assigned", k.topic, "partition", k.partition, "missing", n)
+				return
+			}
+		}
 	}
 }
