@@ -19,7 +19,8 @@ import (
 // contents.
 type Hooks interface {
 	// RecordSettled: a record is settled, once per record: processed,
-	// dead-lettered, skipped or halted.
+	// dead-lettered, skipped or halted; or forwarded to a retry tier, and
+	// then settled again when read from it.
 	RecordSettled(SettledEvent)
 	// RecordRetried: a failed record is about to wait for another try in
 	// place.
@@ -90,7 +91,7 @@ type PartitionEvent struct {
 type SettledEvent struct {
 	PartitionEvent
 	Offset  int64
-	Outcome string // OutcomeProcessed, OutcomeDeadLettered, OutcomeSkipped or OutcomeHalted
+	Outcome string // OutcomeProcessed, OutcomeDeadLettered, OutcomeSkipped, OutcomeHalted or OutcomeForwarded
 	Stage   deadletter.Stage
 	Class   failure.Class
 }
