@@ -40,7 +40,8 @@ func newCtlCmd() *cobra.Command {
 		Short: "See and steer a running consumer through its admin API",
 		Long: `Talk to the admin API of a running Antidote consumer (package admin): show
 its partitions, lag and stuck records, flip the retry kill switch, skip the
-record a partition is stuck on, pause and resume a partition.
+record a partition is stuck on, pause and resume a partition, resume a
+consumer stopped by its flood guard.
 
 The token is the admin API's bearer token: --token, or the environment
 variable ` + admin.EnvToken + `. With several consumers behind one admin API,
@@ -48,10 +49,11 @@ variable ` + admin.EnvToken + `. With several consumers behind one admin API,
 		Example: `  antidote ctl --admin http://127.0.0.1:9180 status
   antidote ctl --admin http://127.0.0.1:9180 retry off
   antidote ctl --admin http://127.0.0.1:9180 skip orders 3 1234
-  antidote ctl --admin http://127.0.0.1:9180 pause orders 3`,
+  antidote ctl --admin http://127.0.0.1:9180 pause orders 3
+  antidote ctl --admin http://127.0.0.1:9180 flood resume`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("ctl: name a command: status, retry, skip, pause or resume")
+			return usagef("ctl: name a command: status, retry, skip, pause, resume or flood")
 		},
 	}
 	pf := cmd.PersistentFlags()
@@ -140,7 +142,28 @@ variable ` + admin.EnvToken + `. With several consumers behind one admin API,
 			},
 		}
 	}
-	cmd.AddCommand(status, retry, skip, pauseResume("pause"), pauseResume("resume"))
+	flood := &cobra.Command{
+		Use:       "flood resume",
+		Short:     "Resume a consumer stopped by its flood guard (refused unless it tripped)",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"resume"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "resume" {
+				return usagef("flood %q: want resume", args[0])
+			}
+			c, err := client(cmd)
+			if err != nil {
+				return err
+			}
+			var out admin.FloodResponse
+			if err := c.post(cmd.Context(), "/flood/resume", nil, &out); err != nil {
+				return err
+			}
+			return c.print(cmd, out, fmt.Sprintf("%s: flood guard resumed (it tripped on %s/%d, %d dead letters of the last %d records)",
+				out.Consumer, terminalSafe(out.Resumed.Topic), out.Resumed.Partition, out.Resumed.DeadLetters, out.Resumed.Window))
+		},
+	}
+	cmd.AddCommand(status, retry, skip, pauseResume("pause"), pauseResume("resume"), flood)
 	return cmd
 }
 

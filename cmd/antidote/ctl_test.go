@@ -128,6 +128,10 @@ func TestIntegrationCtl(t *testing.T) {
 	checkOneLineError(t, code, exitFailure, errOut, "401 Unauthorized: wrong bearer token")
 	code, _, errOut = runCmd(t, "ctl", "--admin", url, "retry", "off")
 	checkOneLineError(t, code, exitFailure, errOut, "401 Unauthorized: missing bearer token")
+	code, _, errOut = ctl("flood", "resume")
+	checkOneLineError(t, code, exitFailure, errOut, "409 Conflict")
+	code, _, errOut = ctl("flood", "go")
+	checkOneLineError(t, code, exitUsage, errOut, `flood "go": want resume`)
 	code, _, errOut = ctl("--consumer", "payments", "retry", "off")
 	checkOneLineError(t, code, exitFailure, errOut, `no consumer named "payments"`)
 	if !cons.RetryEnabled() || cons.Stats().Skipped != 0 {
