@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/antidote-kafka/antidote/console"
 )
 
 const token = "console-test-token"
@@ -47,8 +47,8 @@ type tab struct {
 }
 
 // newTab starts a headless Chromium for t, closed when t ends, and a
-// console server on loopback serving h.
-func newTab(t *testing.T, h *console.Handler) *tab {
+// server on loopback serving h, whose console is under path ("" for /).
+func newTab(t *testing.T, h http.Handler, path string) *tab {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -63,7 +63,7 @@ func newTab(t *testing.T, h *console.Handler) *tab {
 	ctx, cancelB := chromedp.NewContext(actx)
 	ctx, cancelC := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
-	tb := &tab{ctx: ctx, base: srv.URL}
+	tb := &tab{ctx: ctx, base: srv.URL + path}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
 			tb.dialogs.Add(1)

@@ -21,7 +21,7 @@ import (
 )
 
 // TestIntegrationConsoleConsumer: a running consumer stuck on a record
-// that fails transiently for ever. The console shows the partition stuck
+// that fails transiently for ever, and the console on its admin API. The console shows the partition stuck
 // on its offset and skips it; stuck again on the next one, the kill switch
 // turns retrying off and the consumer dead-letters it.
 func TestIntegrationConsoleConsumer(t *testing.T) {
@@ -71,13 +71,18 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 
 	h, err := console.New(console.Config{
 		ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, Token: token, Logger: testLogger(),
-		Consumers: map[string]admin.Consumer{"orders": cons},
+		Consumers: map[string]admin.Consumer{"orders": cons}, Prefix: "/ui/",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	tb := newTab(t, h)
+	// Served by the admin API of the consumer, under /ui/.
+	adm, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": cons}, Token: token, Logger: testLogger(), Console: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := newTab(t, adm, "/ui")
 	tb.login(t)
 	tb.run(t, "consumer page",
 		chromedp.Click(`#consumers a`, chromedp.ByQuery),

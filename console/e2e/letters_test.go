@@ -173,7 +173,7 @@ func (p *poisoned) redriven(t *testing.T) (n int, values []string) {
 func TestIntegrationConsoleLetters(t *testing.T) {
 	p := fill(t)
 	h := newConsole(t, p, console.Config{Topics: []string{p.dlq}, PageSize: 5})
-	tb := newTab(t, h)
+	tb := newTab(t, h, "")
 	tb.login(t)
 	total := p.rejected + p.garbage
 	topics := tb.text(t, "#topics")
@@ -304,7 +304,7 @@ func TestIntegrationConsoleLetters(t *testing.T) {
 func TestIntegrationConsoleXSS(t *testing.T) {
 	p := fill(t)
 	h := newConsole(t, p, console.Config{Topics: []string{p.dlq}, PageSize: 100})
-	tb := newTab(t, h)
+	tb := newTab(t, h, "")
 	tb.login(t)
 	tb.run(t, "list", chromedp.Navigate(tb.base+"/topics/"+p.dlq), chromedp.WaitVisible("#letters", chromedp.ByID))
 	table := tb.text(t, "#letters")
