@@ -14,7 +14,6 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-
 )
 
 const token = "console-test-token"
