@@ -78,7 +78,9 @@ func (s *topicStats) chart() *chart {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	first, last := keys[0], keys[len(keys)-1]
-	n := int(last-first) + 1
+	// At least 24 slots, so that a burst within one bucket is a bar, not
+	// a wall.
+	n := max(int(last-first)+1, 24)
 	for _, m := range s.buckets {
 		t := 0
 		for _, v := range m {
@@ -108,8 +110,14 @@ func (s *topicStats) chart() *chart {
 		br.Title = title
 		c.Bars = append(c.Bars, br)
 	}
+	prev := -1
 	for i := 0; i <= 4; i++ {
-		c.YTicks = append(c.YTicks, tick{Y: chartTop + plotH - i*plotH/4, Label: fmt.Sprint(c.Max * i / 4)})
+		v := c.Max * i / 4
+		if v == prev {
+			continue
+		}
+		prev = v
+		c.YTicks = append(c.YTicks, tick{Y: chartTop + plotH - v*plotH/c.Max, Label: fmt.Sprint(v)})
 	}
 	c.Bucket = s.width.String()
 	c.From = time.Unix(first*w, 0).UTC().Format(time.RFC3339)

@@ -44,7 +44,7 @@ func TestVisible(t *testing.T) {
 		"\x1b[31mred":    `\x1b[31mred`,
 		"a\xffb":         `a\xffb`,
 		"rtl\u202eevil":  `rtl\u202eevil`,
-		"back\\slash":    `back\\slash`,
+		"back\\slash":    `back\slash`,
 		"line\nnext\tok": "line\nnext\tok",
 		"<b>markup</b>":  "<b>markup</b>", // html/template escapes it
 	} {

@@ -692,7 +692,7 @@ func (s *topicStats) add(l *deadletter.Letter, perr error) {
 	case "class":
 		series = class
 	}
-	b := ts.Unix() / int64(s.width/time.Second)
+	b := floorDiv(ts.Unix(), int64(s.width/time.Second))
 	m := s.buckets[b]
 	if m == nil {
 		m = map[string]int{}
@@ -705,9 +705,25 @@ func (s *topicStats) add(l *deadletter.Letter, perr error) {
 		series = strings.Clone(series)
 	}
 	m[series]++
-	for len(s.buckets) > maxBuckets {
+	// The chart's span, not only its occupied buckets, stays within
+	// maxBuckets: a bar is never thinner than the chart can show.
+	for s.span() > maxBuckets {
 		s.coarsen()
 	}
+}
+
+// span is the number of buckets from the first letter to the last.
+func (s *topicStats) span() int64 {
+	w := int64(s.width / time.Second)
+	return floorDiv(s.Last.Unix(), w) - floorDiv(s.First.Unix(), w) + 1
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
 
 // coarsen moves the chart to the next bucket width.
@@ -722,7 +738,7 @@ func (s *topicStats) coarsen() {
 	old := s.buckets
 	s.buckets = map[int64]map[string]int{}
 	for b, m := range old {
-		nb := b * int64(s.width/time.Second) / int64(next/time.Second)
+		nb := floorDiv(b*int64(s.width/time.Second), int64(next/time.Second))
 		dst := s.buckets[nb]
 		if dst == nil {
 			dst = map[string]int{}

@@ -20,7 +20,8 @@ import (
 // Visible returns b as text that shows what it holds and cannot steer a
 // terminal or a page: printable UTF-8 as it is (with newlines and tabs),
 // every other byte or rune as a Go escape (\x1b for ESC, \xff for a byte
-// that is not UTF-8, \u202e for a bidirectional override). It shows at most
+// that is not UTF-8, \u202e for a bidirectional override). A backslash
+// stays as it is, so that error messages read as written. It shows at most
 // limit bytes of b (0: all) and reports whether it cut. The result still
 // needs HTML escaping, which html/template does.
 func Visible(b []byte, limit int) (text string, cut bool) {
@@ -43,8 +44,6 @@ func Visible(b []byte, limit int) (text string, cut bool) {
 			fmt.Fprintf(&s, `\x%02x`, b[0])
 		case r == '\n' || r == '\t':
 			s.WriteRune(r)
-		case r == '\\':
-			s.WriteString(`\\`)
 		case unicode.IsPrint(r) || r == ' ':
 			s.Write(b[:n])
 		case r < 0x80:

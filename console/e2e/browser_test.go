@@ -121,7 +121,7 @@ func (tb *tab) screenshot(t *testing.T, name string) {
 		return
 	}
 	var png []byte
-	tb.run(t, "screenshot "+name, chromedp.FullScreenshot(&png, 100))
+	tb.run(t, "screenshot "+name, chromedp.CaptureScreenshot(&png))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
