@@ -114,6 +114,7 @@ type Handler struct {
 	mu      sync.Mutex
 	all     []*kgo.Client
 	closed  bool
+	actions map[string]string // consumer -> what its last action did
 
 	jobs *jobs
 }

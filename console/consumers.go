@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"time"
@@ -44,8 +43,11 @@ func (h *Handler) consumerPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	h.renderConsumer(w, r, http.StatusOK, name, c, q.Get("done"), "")
+	var msg string
+	if r.URL.Query().Has("done") {
+		msg = h.lastAction(name)
+	}
+	h.renderConsumer(w, r, http.StatusOK, name, c, msg, "")
 }
 
 func (h *Handler) renderConsumer(w http.ResponseWriter, r *http.Request, status int, name string, c admin.Consumer, msg, errMsg string) {
@@ -89,7 +91,22 @@ func (h *Handler) afterAction(w http.ResponseWriter, r *http.Request, name strin
 		h.renderConsumer(w, r, status, name, c, "", err.Error())
 		return
 	}
-	http.Redirect(w, r, h.prefix+"consumers/"+name+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+	h.mu.Lock()
+	if h.actions == nil {
+		h.actions = map[string]string{}
+	}
+	h.actions[name] = msg
+	h.mu.Unlock()
+	// The message stays on the server: a link cannot make the page say
+	// anything.
+	http.Redirect(w, r, h.prefix+"consumers/"+name+"?done=1", http.StatusSeeOther)
+}
+
+// lastAction is what the last action on a consumer did.
+func (h *Handler) lastAction(name string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.actions[name]
 }
 
 func (h *Handler) setRetry(w http.ResponseWriter, r *http.Request) {

@@ -488,7 +488,7 @@ func (h *Handler) letterPage(w http.ResponseWriter, r *http.Request) {
 	d.Blobs = []blob{d.Key, d.Value}
 	kinds := l.HeaderKinds()
 	for i, hd := range l.Record.Headers {
-		hr := headerRow{Key: visible(clip(hd.Key, 200)), Kind: string(kinds[i]), Decoded: decodeBinary(hd)}
+		hr := headerRow{Key: visible(clip(hd.Key, 200)), Kind: string(kinds[i]), Decoded: deadletter.SpringNumber(hd)}
 		if h.cfg.HideValues && kinds[i] != deadletter.KindFailure {
 			hr.Value = digest(hd.Value)
 		} else {

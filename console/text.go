@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -194,34 +193,6 @@ func showBytes(name string, b []byte, as string, limit int, hidden bool, decoded
 		bl.Text = strings.TrimRight(hex.Dump(hb), "\n")
 	}
 	return bl
-}
-
-// springBinary are the Spring headers whose values are big-endian
-// numbers.
-var springBinary = map[string]int{
-	deadletter.SpringOriginalPartition: 4,
-	deadletter.SpringOriginalOffset:    8,
-	deadletter.SpringOriginalTimestamp: 8,
-}
-
-// decodeBinary shows a Spring binary header as a number ("" for other
-// headers), as antidote dlq show does.
-func decodeBinary(h deadletter.Header) string {
-	size, ok := springBinary[h.Key]
-	if !ok {
-		return ""
-	}
-	if len(h.Value) != size {
-		return fmt.Sprintf("malformed: %d bytes, want %d", len(h.Value), size)
-	}
-	if size == 4 {
-		return strconv.Itoa(int(int32(binary.BigEndian.Uint32(h.Value))))
-	}
-	n := int64(binary.BigEndian.Uint64(h.Value))
-	if h.Key == deadletter.SpringOriginalTimestamp && n >= 0 {
-		return fmt.Sprintf("%d (%s)", n, time.UnixMilli(n).UTC().Format(deadletter.TimeLayout))
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // headerValue is one header value for the letter page.

@@ -253,6 +253,30 @@ func TestIntegrationConsoleLetters(t *testing.T) {
 		t.Fatalf("%d records redriven before any redrive", n)
 	}
 
+	// A dry run of two letters picked in the table.
+	tb.run(t, "pick two",
+		chromedp.Navigate(tb.base+"/topics/"+p.dlq),
+		chromedp.WaitVisible("#letters", chromedp.ByID),
+		chromedp.Click(`#letters tbody tr:nth-child(1) input.pick`, chromedp.ByQuery),
+		chromedp.Click(`#letters tbody tr:nth-child(2) input.pick`, chromedp.ByQuery),
+		chromedp.Click("#redrive-picked", chromedp.ByID),
+		chromedp.WaitVisible("#dry-result", chromedp.ByID),
+	)
+	if got := tb.text(t, "#would"); got != "2" {
+		t.Errorf("dry run of two picked letters: %q would be redriven, want 2", got)
+	}
+	// "Pick every letter of this page" ticks the page's letters.
+	var ticked int
+	tb.run(t, "pick all",
+		chromedp.Navigate(tb.base+"/topics/"+p.dlq),
+		chromedp.WaitVisible("#all", chromedp.ByID),
+		chromedp.Click("#all", chromedp.ByID),
+		chromedp.Evaluate(`document.querySelectorAll("#letters input.pick:checked").length`, &ticked),
+	)
+	if ticked != 5 {
+		t.Errorf("pick all ticked %d letters, want the page's 5", ticked)
+	}
+
 	// Dry run of the filter, then the redrive.
 	tb.run(t, "dry run",
 		chromedp.Navigate(tb.base+"/topics/"+p.dlq+"?reason=negative+amount"),
