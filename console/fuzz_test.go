@@ -56,3 +56,23 @@ func TestVisible(t *testing.T) {
 		t.Errorf("cut inside a rune: %q %v", got, cut)
 	}
 }
+
+// FuzzCursor: a page cursor from a link never panics, and one that reads
+// prints back as itself.
+func FuzzCursor(f *testing.F) {
+	for _, s := range []string{"0-0", "3-17", "-1-5", "1-", "x", "2147483648-0", "1-9223372036854775808"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, ok := parseCursor(s)
+		if !ok {
+			return
+		}
+		if c.Partition < 0 || c.Offset < 0 {
+			t.Fatalf("parseCursor(%q) = %+v", s, c)
+		}
+		if again, ok := parseCursor(c.String()); !ok || again != c {
+			t.Fatalf("%q: %+v prints as %q, which reads as %+v", s, c, c.String(), again)
+		}
+	})
+}
