@@ -122,4 +122,13 @@ func TestIntegrationPaging(t *testing.T) {
 			t.Errorf("filter %q: %d letters on the pages, want %d", q, len(seen), want)
 		}
 	}
+	// The key filter, as dlq ls --key: one letter, and no redrive by
+	// filter (which cannot select by key).
+	code, body, _ := get(t, base+"/topics/"+dlq+"?key=k7", true)
+	if code != 200 || len(pickRE.FindAllString(body, -1)) != 1 || !strings.Contains(body, ">k7<") {
+		t.Errorf("key filter: %d, %d letters", code, len(pickRE.FindAllString(body, -1)))
+	}
+	if strings.Contains(body, `id="redrive-filter"`) {
+		t.Error("a key-filtered table offers a redrive by filter, which would ignore the key")
+	}
 }
