@@ -1,5 +1,5 @@
 # Targets people run. `make test` is the README's test command and what CI runs.
-.PHONY: test unit lint kafka-start kafka-stop demo bench fuzz
+.PHONY: test unit lint kafka-start kafka-stop demo bench fuzz screenshots
 
 test:            ## everything: lint, unit tests on kfake, integration tests on a real broker
 	scripts/test.sh
@@ -32,3 +32,10 @@ fuzz:            ## run every fuzz target for FUZZTIME each
 	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+screenshots:     ## the console's screenshots in docs/ (its browser tests, on kfake, with Chromium)
+	rm -rf .cache/screenshots
+	cd console/e2e && ANTIDOTE_SCREENSHOTS=$(CURDIR)/.cache/screenshots go test -count=1 -run 'ConsoleDialects' .
+	mkdir -p docs
+	cp .cache/screenshots/topic-dialects.png docs/console-topic.png
+	cp .cache/screenshots/letter-spring.png docs/console-letter.png

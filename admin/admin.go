@@ -66,6 +66,10 @@ type Config struct {
 	// every refused token, with the remote address. Optional. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Console, if set, is served under /ui/: the web console (package
+	// console, created with Prefix "/ui/"), which has its own login page
+	// and CSRF protection. Optional. Default: /ui/ answers 404.
+	Console http.Handler
 }
 
 // Handler is the admin API's http.Handler. Create it with [New]; mount it at
@@ -76,6 +80,7 @@ type Handler struct {
 	tokenSum  [sha256.Size]byte
 	token     string
 	metrics   http.Handler
+	console   http.Handler
 	openReads bool
 	remote    bool
 	log       *slog.Logger
@@ -90,6 +95,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{
 		consumers: make(map[string]Consumer, len(cfg.Consumers)),
 		metrics:   cfg.Metrics,
+		console:   cfg.Console,
 		openReads: cfg.OpenReads,
 		remote:    cfg.AllowRemote,
 		log:       cfg.Logger,
@@ -161,6 +167,10 @@ func (h *Handler) routes() {
 	}
 	malformed := func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusBadRequest, "malformed path: want /partitions/{topic}/{partition}/skip, /pause or /resume")
+	}
+	if h.console != nil {
+		m.Handle("/ui/", h.console)
+		m.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusSeeOther))
 	}
 	m.HandleFunc("/partitions", malformed)
 	m.HandleFunc("/partitions/", malformed)

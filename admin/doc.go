@@ -20,6 +20,7 @@
 //	POST /partitions/{topic}/{partition}/skip?offset=N skip the record the partition is stuck on, at N
 //	POST /partitions/{topic}/{partition}/pause         pause the partition ([consumer.Consumer.Pause])
 //	POST /partitions/{topic}/{partition}/resume        resume it
+//	/ui/                                               the web console, when [Config.Console] is set
 //
 // POST parameters are in the query string; request bodies are ignored.
 // With several consumers, a POST names the one it acts on with

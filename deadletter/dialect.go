@@ -1,6 +1,12 @@
 package deadletter
 
-import "strings"
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Dialect names the system that wrote a dead letter.
 type Dialect string
@@ -168,4 +174,34 @@ func dialectOf(key string) Dialect {
 		return DialectShareGroup
 	}
 	return DialectUnknown
+}
+
+// springBinary are the Spring headers whose values are big-endian
+// numbers, and their sizes.
+var springBinary = map[string]int{
+	SpringOriginalPartition: 4,
+	SpringOriginalOffset:    8,
+	SpringOriginalTimestamp: 8,
+}
+
+// SpringNumber shows the value of a Spring header that is a big-endian
+// number (the original partition, offset and timestamp) as decimal text,
+// the timestamp with its time; "" for any other header. A value of the
+// wrong size is described as malformed.
+func SpringNumber(h Header) string {
+	size, ok := springBinary[h.Key]
+	if !ok {
+		return ""
+	}
+	if len(h.Value) != size {
+		return fmt.Sprintf("malformed: %d bytes, want %d", len(h.Value), size)
+	}
+	if size == 4 {
+		return strconv.Itoa(int(int32(binary.BigEndian.Uint32(h.Value))))
+	}
+	n := int64(binary.BigEndian.Uint64(h.Value))
+	if h.Key == SpringOriginalTimestamp && n >= 0 {
+		return fmt.Sprintf("%d (%s)", n, time.UnixMilli(n).UTC().Format(TimeLayout))
+	}
+	return strconv.FormatInt(n, 10)
 }

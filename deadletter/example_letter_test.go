@@ -48,3 +48,24 @@ func ExampleParse() {
 	// antidote: orders[3]@8412 deserialize-value *json.SyntaxError: unexpected end of JSON input, 1 original header(s)
 	// spring: payments[2]@1234 process java.lang.IllegalStateException: out of stock, group payments-service
 }
+
+func ExampleParseWhen() {
+	_, ago, _ := deadletter.ParseWhen("7d")
+	at, _, _ := deadletter.ParseWhen("2026-03-14T15:00:00Z")
+	_, _, err := deadletter.ParseWhen("yesterday")
+	fmt.Println(ago, at.Format(time.RFC3339))
+	fmt.Println(err)
+	// Output:
+	// 168h0m0s 2026-03-14T15:00:00Z
+	// "yesterday": want an RFC 3339 time (2026-03-14T15:00:00Z) or a duration ago (90m, 2h, 7d)
+}
+
+func ExampleSpringNumber() {
+	fmt.Println(deadletter.SpringNumber(deadletter.Header{Key: deadletter.SpringOriginalPartition, Value: []byte{0, 0, 0, 3}}))
+	fmt.Println(deadletter.SpringNumber(deadletter.Header{Key: deadletter.SpringOriginalOffset, Value: []byte{0, 1}}))
+	fmt.Printf("%q\n", deadletter.SpringNumber(deadletter.Header{Key: "traceparent", Value: []byte("00-abc-01")}))
+	// Output:
+	// 3
+	// malformed: 2 bytes, want 8
+	// ""
+}

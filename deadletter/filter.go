@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -122,4 +123,35 @@ func matchReason(l *Letter, reason string) bool {
 // containsFold reports whether s contains sub, ignoring case.
 func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// Selects reports whether f selects l as the dead-letter readers do (the
+// dlq commands, the console, [Redrive]): the zero Filter selects every
+// record, readable or not; any other selects only letters of a known
+// dialect that it matches.
+func (f Filter) Selects(l *Letter) bool {
+	return f.IsZero() || (l.Dialect != DialectUnknown && f.Match(l))
+}
+
+// ParseWhen reads a time bound as the dlq commands and the console take
+// it: an RFC 3339 time (at), or a duration before now (ago) such as
+// "90m", "2h" or "7d", which fits [Filter.MaxAge] and [Filter.MinAge].
+// The empty string is no bound.
+func ParseWhen(s string) (at time.Time, ago time.Duration, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, 0, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.ParseFloat(days, 64); err == nil && n > 0 && n < 1e5 {
+			return time.Time{}, time.Duration(n * 24 * float64(time.Hour)), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return time.Time{}, d, nil
+	}
+	return time.Time{}, 0, fmt.Errorf("%q: want an RFC 3339 time (2026-03-14T15:00:00Z) or a duration ago (90m, 2h, 7d)", Truncate(s, 64))
 }

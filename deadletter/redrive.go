@@ -1,11 +1,13 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +57,11 @@ type RedriveConfig struct {
 	// Letters it does not select are skipped, and counted. Relative
 	// bounds (MaxAge, MinAge) are resolved once, when Redrive starts.
 	Filter Filter
+	// Letters limits the redrive to the letters at these positions of
+	// Topic (picked one by one): only their partitions, from the first
+	// to the last of them, are read, and the letters between them are
+	// skipped. Filter still applies. Optional; default every letter.
+	Letters []Position
 	// Group is the consumer group under which progress is committed on
 	// Topic, so that an interrupted redrive resumes where it stopped.
 	// Optional; default [RedriveConfig.DefaultGroup].
@@ -103,11 +110,33 @@ type RedriveConfig struct {
 // progress rather than passing over the letters the first one skipped.
 func (c *RedriveConfig) DefaultGroup() string {
 	g := "antidote-redrive-" + c.Topic
-	if c.To == "" && c.Filter.IsZero() {
+	if c.To == "" && c.Filter.IsZero() && len(c.Letters) == 0 {
 		return g
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "to=%q %s", c.To, c.Filter.Canonical()))
+	text := fmt.Appendf(nil, "to=%q %s", c.To, c.Filter.Canonical())
+	if len(c.Letters) > 0 {
+		ps := slices.Clone(c.Letters)
+		slices.SortFunc(ps, Position.compare)
+		text = append(text, " letters="...)
+		for _, p := range slices.Compact(ps) {
+			text = fmt.Appendf(text, "%d:%d,", p.Partition, p.Offset)
+		}
+	}
+	sum := sha256.Sum256(text)
 	return g + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Position is the place of one record in a topic.
+type Position struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+func (p Position) compare(q Position) int {
+	if c := cmp.Compare(p.Partition, q.Partition); c != 0 {
+		return c
+	}
+	return cmp.Compare(p.Offset, q.Offset)
 }
 
 // RedriveTransactionalID is the transactional id of an exactly-once
@@ -144,6 +173,11 @@ func (c *RedriveConfig) Validate() error {
 		return fmt.Errorf("deadletter: redrive: Limit %d is negative", c.Limit)
 	case c.BatchRecords < 0:
 		return fmt.Errorf("deadletter: redrive: BatchRecords %d is negative", c.BatchRecords)
+	}
+	for _, p := range c.Letters {
+		if p.Partition < 0 || p.Offset < 0 {
+			return fmt.Errorf("deadletter: redrive: letter %d:%d is not a position", p.Partition, p.Offset)
+		}
 	}
 	return nil
 }
@@ -246,8 +280,37 @@ func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveRes
 		return res, fmt.Errorf("deadletter: redrive: progress of group %s: %w", cfg.Group, err)
 	}
 	from := map[int32]int64{}
+	var only map[Position]bool // cfg.Letters
+	var parts []int32
+	if len(cfg.Letters) > 0 {
+		only = map[Position]bool{}
+		for _, l := range cfg.Letters {
+			only[l] = true
+			if _, ok := ends[l.Partition]; !ok {
+				return res, fmt.Errorf("deadletter: redrive: topic %q has no partition %d (it has %d)", cfg.Topic, l.Partition, len(ends))
+			}
+			if o, ok := from[l.Partition]; !ok || l.Offset < o {
+				from[l.Partition] = l.Offset
+			}
+		}
+		for p, first := range from {
+			parts = append(parts, p)
+			last := first
+			for l := range only {
+				if l.Partition == p && l.Offset > last {
+					last = l.Offset
+				}
+			}
+			if last+1 < ends[p] {
+				ends[p] = last + 1
+			}
+		}
+	}
 	for p, end := range ends {
-		at := starts[p]
+		if only != nil && !slices.Contains(parts, p) {
+			continue
+		}
+		at := max(starts[p], from[p])
 		if o, ok := committed[p]; ok && o > at {
 			at = o
 		}
@@ -257,7 +320,7 @@ func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveRes
 		}
 	}
 
-	r := &redriver{ctx: ctx, cfg: cfg, cl: cl, adm: adm, res: &res, dirty: map[int32]int64{}, checked: map[string]bool{}}
+	r := &redriver{ctx: ctx, cfg: cfg, cl: cl, adm: adm, res: &res, only: only, dirty: map[int32]int64{}, checked: map[string]bool{}}
 	if cfg.Rate > 0 {
 		r.interval = time.Duration(float64(time.Second) / cfg.Rate)
 	}
@@ -266,7 +329,7 @@ func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveRes
 			return res, err
 		}
 	}
-	err = Scan(ctx, cl, ScanConfig{Topic: cfg.Topic, From: from, To: ends, IdleTimeout: cfg.IdleTimeout}, r.record)
+	err = Scan(ctx, cl, ScanConfig{Topic: cfg.Topic, Partitions: parts, From: from, To: ends, IdleTimeout: cfg.IdleTimeout}, r.record)
 	if ferr := r.flush(); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
@@ -347,7 +410,8 @@ type redriver struct {
 	res      *RedriveResult
 	interval time.Duration
 	next     time.Time
-	checked  map[string]bool // target topics known to exist
+	checked  map[string]bool   // target topics known to exist
+	only     map[Position]bool // cfg.Letters, nil for all
 
 	// The batch in flight.
 	dirty    map[int32]int64 // partition -> next offset, not yet committed
@@ -406,11 +470,7 @@ func (r *redriver) record(rec *kgo.Record) error {
 func (r *redriver) decide(rec *kgo.Record) error {
 	r.res.Scanned++
 	l, err := ParseRecord(rec)
-	if l.Dialect != DialectUnknown && !r.cfg.Filter.Match(l) {
-		r.res.Skipped++
-		return nil
-	}
-	if l.Dialect == DialectUnknown && !r.cfg.Filter.IsZero() {
+	if !r.cfg.Filter.Selects(l) || (r.only != nil && !r.only[Position{rec.Partition, rec.Offset}]) {
 		r.res.Skipped++
 		return nil
 	}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh: the whole test suite (what `make test` runs).
 #
-#  1. installs kcat when it is missing (Debian package; needs root or sudo)
+#  1. installs kcat and Chromium (the console's browser tests) when missing
+#     (Debian packages; needs root or sudo)
 #  2. gofmt check, go vet, staticcheck (pinned as a Go tool in tools/go.mod)
 #  3. go test -race on the in-process kfake cluster
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
@@ -32,6 +33,13 @@ if ! command -v kcat >/dev/null 2>&1 && ! command -v kafkacat >/dev/null 2>&1; t
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq kcat >/dev/null ||
     { echo "could not install kcat (apt-get install kcat)"; exit 1; }
+fi
+# Chromium drives the web console's browser tests (console/e2e), found by path.
+if [ ! -x /usr/bin/chromium ] && [ -z "${ANTIDOTE_CHROMIUM:-}" ]; then
+  echo "chromium missing: installing the Debian package"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null ||
+    { echo "could not install chromium (apt-get install chromium)"; exit 1; }
 fi
 # promtool checks the alert rules (metrics/prom/dashboards): installed with
 # CI=true, where that test is mandatory; otherwise skipped when missing.

@@ -448,7 +448,7 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 		})
 	}
 
-	if err := r.admin.start(c, r.logger(stderr), r.live, stderr); err != nil {
+	if err := r.admin.start(c, r.brokers, r.logger(stderr), r.live, stderr); err != nil {
 		c.Close()
 		return nil, err
 	}

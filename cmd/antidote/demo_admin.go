@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/antidote-kafka/antidote/admin"
+	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/metrics/prom"
 )
@@ -26,6 +31,7 @@ type demoAdmin struct {
 	client  *kprom.Metrics
 	ln      net.Listener
 	token   string
+	console *console.Handler
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -78,9 +84,9 @@ func (a *demoAdmin) clientOpt() kgo.Opt {
 	return kgo.WithHooks(a.client)
 }
 
-// start serves the admin API for c until close, and prints where and how
-// to reach it.
-func (a *demoAdmin) start(c *consumer.Consumer[string, Order], log *slog.Logger, l *live, stderr io.Writer) error {
+// start serves the admin API for c until close, with the web console under
+// /ui/ (on the cluster of brokers), and prints where and how to reach it.
+func (a *demoAdmin) start(c *consumer.Consumer[string, Order], brokers []string, log *slog.Logger, l *live, stderr io.Writer) error {
 	if a == nil {
 		return nil
 	}
@@ -89,10 +95,30 @@ func (a *demoAdmin) start(c *consumer.Consumer[string, Order], log *slog.Logger,
 		print = func(s string) { fmt.Fprintln(stderr, s) }
 	}
 	a.metrics.Watch(c)
+	// One token for the admin API and the console, printed below.
+	tok := strings.TrimSpace(os.Getenv(admin.EnvToken))
+	if tok == "" {
+		var b [24]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		tok = hex.EncodeToString(b[:])
+	}
+	var err error
+	a.console, err = console.New(console.Config{
+		ClientOpts: []kgo.Opt{kgo.SeedBrokers(brokers...)},
+		Consumers:  map[string]admin.Consumer{"demo": c},
+		Token:      tok, Prefix: "/ui/", Logger: log,
+	})
+	if err != nil {
+		return err
+	}
 	h, err := admin.New(admin.Config{
 		Consumers: map[string]admin.Consumer{"demo": c},
 		Metrics:   promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}),
-		Logger:    log, // the token is printed below, not logged
+		Token:     tok,
+		Console:   a.console,
+		Logger:    log,
 	})
 	if err != nil {
 		return err
@@ -119,6 +145,7 @@ func (a *demoAdmin) hint() []string {
 	u := "http://" + a.ln.Addr().String()
 	return []string{
 		fmt.Sprintf("  admin API and /metrics at %s (token %s)", u, a.token),
+		fmt.Sprintf("    web console: %s/ui/ (log in with the token)", u),
 		fmt.Sprintf("    antidote ctl --admin %s --token %s status", u, a.token),
 		fmt.Sprintf("    curl -s -H 'Authorization: Bearer %s' %s/metrics | grep ^antidote_records", a.token, u),
 	}
@@ -149,4 +176,5 @@ func (a *demoAdmin) close() {
 	case <-a.done:
 	case <-time.After(10 * time.Second):
 	}
+	a.console.Close()
 }

@@ -145,6 +145,23 @@ func TestDemoAdmin(t *testing.T) {
 		t.Errorf("no curl command for %s in:\n%s", base, out.String())
 	}
 
+	// The web console, under /ui/ of the admin API, lists the demo's
+	// dead-letter topic with its letters.
+	if !strings.Contains(out.String(), "web console: "+base+"/ui/") {
+		t.Errorf("no console address in:\n%s", out.String())
+	}
+	req, _ := http.NewRequest("GET", base+"/ui/", nil)
+	req.Header.Set("Authorization", "Bearer demo-admin-token")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), ".dlq</a>") || !strings.Contains(string(page), `href="/ui/consumers/demo"`) {
+		t.Errorf("GET /ui/ = %d:\n%s", resp.StatusCode, page)
+	}
+
 	cancel()
 	select {
 	case err := <-done:

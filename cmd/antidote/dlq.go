@@ -117,24 +117,13 @@ func (f *dlqFlags) filter(now time.Time) (deadletter.Filter, error) {
 }
 
 // parseWhen reads an RFC 3339 time, or a duration before now ("90m",
-// "2h", "7d").
+// "2h", "7d"): [deadletter.ParseWhen], as a usage error naming the flag.
 func parseWhen(flag, s string) (time.Time, time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, 0, nil
+	at, ago, err := deadletter.ParseWhen(s)
+	if err != nil {
+		return time.Time{}, 0, usagef("--%s %s", flag, err)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, 0, nil
-	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.ParseFloat(days, 64); err == nil && n > 0 && n < 1e5 {
-			return time.Time{}, time.Duration(n * 24 * float64(time.Hour)), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return time.Time{}, d, nil
-	}
-	return time.Time{}, 0, usagef("--%s %q: want an RFC 3339 time (2026-03-14T15:00:00Z) or a duration ago (90m, 2h, 7d)", flag, s)
+	return at, ago, nil
 }
 
 // dlqSession is a connection to the cluster of a dlq command.
@@ -229,11 +218,8 @@ type dlqEntry struct {
 	err error
 }
 
-// selects reports whether the filter selects e: every record for the
-// zero filter, only letters of a known dialect otherwise.
-func selects(f deadletter.Filter, e dlqEntry) bool {
-	return f.IsZero() || (e.l.Dialect != deadletter.DialectUnknown && f.Match(e.l))
-}
+// selects reports whether the filter selects e ([deadletter.Filter.Selects]).
+func selects(f deadletter.Filter, e dlqEntry) bool { return f.Selects(e.l) }
 
 // unreadable counts the records read and those that are no readable
 // letter, to warn about a topic that is probably not a dead-letter topic.

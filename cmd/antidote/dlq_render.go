@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -304,33 +303,9 @@ func printable(b []byte) bool {
 	return true
 }
 
-// springBinary are the Spring headers whose values are big-endian
-// numbers.
-var springBinary = map[string]int{
-	deadletter.SpringOriginalPartition: 4,
-	deadletter.SpringOriginalOffset:    8,
-	deadletter.SpringOriginalTimestamp: 8,
-}
-
 // decodeBinary shows a Spring binary header as a number ("" for other
-// headers).
-func decodeBinary(h deadletter.Header) string {
-	size, ok := springBinary[h.Key]
-	if !ok {
-		return ""
-	}
-	if len(h.Value) != size {
-		return fmt.Sprintf("malformed: %d bytes, want %d", len(h.Value), size)
-	}
-	if size == 4 {
-		return strconv.Itoa(int(int32(binary.BigEndian.Uint32(h.Value))))
-	}
-	n := int64(binary.BigEndian.Uint64(h.Value))
-	if h.Key == deadletter.SpringOriginalTimestamp && n >= 0 {
-		return fmt.Sprintf("%d (%s)", n, time.UnixMilli(n).UTC().Format(deadletter.TimeLayout))
-	}
-	return strconv.FormatInt(n, 10)
-}
+// headers): [deadletter.SpringNumber].
+func decodeBinary(h deadletter.Header) string { return deadletter.SpringNumber(h) }
 
 func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 	l := e.l

@@ -1,6 +1,6 @@
 // Command antidote is the operations tool of Antidote: a zero-setup demo of a
-// poison-pill-proof consumer, dead-letter tooling, and a poison-pill
-// generator to test any consumer.
+// poison-pill-proof consumer, dead-letter tooling, a web console for dead
+// letters, and a poison-pill generator to test any consumer.
 //
 // Exit codes: 0 success, 1 failure, 2 usage error (unknown command or flag,
 // bad flag value, missing argument), 130 interrupted.
@@ -111,7 +111,8 @@ every record of a stream full of real-life poison pills:
   antidote demo
 
 Then inspect and repair dead-letter topics on any cluster (antidote dlq), and
-test your own consumers with poison pills of every kind (antidote poison).`,
+test your own consumers with poison pills of every kind (antidote poison).
+Look at dead letters in a browser: antidote ui.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Errors of flag parsing are usage errors.
@@ -141,7 +142,7 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 	root.Version = version()
 	root.SetVersionTemplate("antidote {{.Version}}\n")
 
-	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd())
+	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd(), newUICmd())
 	registerCompletions(root)
 	wrapArgs(root)
 	return root

@@ -1,0 +1,57 @@
+// Package console is a web console for dead letters and stuck partitions:
+// the dead-letter topics with their counts; for one topic, its letters over
+// time by reason, stage or class, the top errors, and a table that pages and
+// filters as antidote dlq ls does; one letter with its failure in plain
+// words, its original coordinates, key, value and headers; redrive of picked
+// letters or of a filter, with a dry run first; and, for running consumers,
+// their partitions (state, stuck since, lag), the retry kill switch, skip of
+// a stuck record, pause and resume, and the flood guard.
+//
+// It is a plain [http.Handler] built by [New] from the standard library,
+// franz-go and the deadletter and admin packages. Pages are rendered on the
+// server with html/template; every asset is embedded (go:embed), the chart
+// is SVG drawn by the server, and the only script picks every letter of a
+// page. Serve it with antidote ui, mount it on the admin API
+// ([admin.Config.Console], under /ui/), or on a server of your own.
+//
+// # Safe by default
+//
+//   - Listen on loopback, as the admin API does (antidote ui refuses
+//     another address).
+//   - A login page asks for the token ([Config.Token], else
+//     ANTIDOTE_ADMIN_TOKEN, else a random one logged once) and sets an
+//     HttpOnly, SameSite=Strict session cookie; scripts may send
+//     "Authorization: Bearer <token>" instead.
+//   - Every action is a POST with a CSRF token, and an Origin of the same
+//     host when the browser sends one; no GET changes anything.
+//   - The Content-Security-Policy forbids inline scripts and styles and
+//     anything from elsewhere; frames are refused.
+//
+// # Record contents are hostile
+//
+// Keys, values, headers and error messages are escaped by html/template and
+// shown by [Visible]: bytes that are not UTF-8, ANSI escapes and other
+// control or bidirectional characters appear as Go escapes (\x1b, \xff,
+// \u202e). A key or value longer than [Config.ShowBytes] is cut, with a
+// "show all" link. [Config.HideValues] shows keys, values and original
+// header values as their size and SHA-256 only.
+//
+// # Bounded memory
+//
+// The table reads the topic partition after partition, as [deadletter.Scan]
+// does, and keeps one page; the next page starts from a cursor (partition
+// and offset) in its link. The counts and the chart of the first page are
+// kept as the letters are read: at most 40 distinct stages, classes and
+// reasons, the 100 most frequent errors (space-saving), and 120 time
+// buckets whose width grows with the time span.
+//
+// # Redrive
+//
+// A redrive is [deadletter.Redrive], as antidote dlq redrive runs it: the
+// dry run counts what would be redriven and refused, the confirmation page
+// starts it, and its page shows the progress. Its progress group is the
+// command's for the same filter ([deadletter.RedriveConfig.DefaultGroup]),
+// so a redrive stopped in one resumes in the other, and the loop guard
+// ([deadletter.RedriveConfig.MaxRedrives]) refuses records redriven too
+// often. Letters picked one by one are [deadletter.RedriveConfig.Letters].
+package console

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/admin"
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/console"
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// TestIntegrationConsoleConsumer: a running consumer stuck on a record
+// that fails transiently for ever, and the console on its admin API. The console shows the partition stuck
+// on its offset and skips it; stuck again on the next one, the kill switch
+// turns retrying off and the consumer dead-letters it.
+func TestIntegrationConsoleConsumer(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "stuck", 1)
+	pcl := c.Client(t, kgo.ProducerLinger(0))
+	t.Cleanup(func() { deleteTopic(pcl, topic+".dlq") })
+	produceValues(t, pcl, topic, "poison-1", "ok-1", "poison-2", "ok-2")
+	var processed atomic.Int32
+	cons, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
+		Value: serde.String(),
+		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+			if strings.HasPrefix(r.Value, "poison") {
+				return failure.Transient(errors.New("inventory database down"))
+			}
+			processed.Add(1)
+			return nil
+		},
+		Policy: consumer.Policy{Process: consumer.StagePolicy{
+			Transient: consumer.Outcome{Retry: backoff.Fixed(50 * time.Millisecond)},
+		}},
+		Logger: testLogger(), CommitInterval: 100 * time.Millisecond,
+		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("Run did not return within 60s")
+		}
+	})
+	stuckOn := func(o int64) func() bool {
+		return func() bool { s := cons.Stats().Stuck; return len(s) == 1 && s[0].Offset == o }
+	}
+	waitFor(t, "stuck on offset 0", stuckOn(0))
+
+	h, err := console.New(console.Config{
+		ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, Token: token, Logger: testLogger(),
+		Consumers: map[string]admin.Consumer{"orders": cons}, Prefix: "/ui/",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	// Served by the admin API of the consumer, under /ui/.
+	adm, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": cons}, Token: token, Logger: testLogger(), Console: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := newTab(t, adm, "/ui")
+	tb.login(t)
+	tb.run(t, "consumer page",
+		chromedp.Click(`#consumers a`, chromedp.ByQuery),
+		chromedp.WaitVisible("#partitions", chromedp.ByID),
+	)
+	row := tb.text(t, "#partitions tbody tr")
+	contains(t, "partition row", row, "stuck")
+	contains(t, "partition row", row, "inventory database down")
+	if got := tb.text(t, ".stuck-offset"); got != "0" {
+		t.Errorf("stuck offset shown %q, want 0", got)
+	}
+	tb.screenshot(t, "consumer")
+
+	// Skip the record: the consumer moves on, and gets stuck on the next.
+	tb.run(t, "skip", chromedp.Click("button.skip", chromedp.ByQuery), chromedp.WaitVisible("#message", chromedp.ByID))
+	contains(t, "after skip", tb.text(t, "#message"), "skipped")
+	waitFor(t, "stuck on offset 2", stuckOn(2))
+	if st := cons.Stats(); st.Skipped != 1 || processed.Load() != 1 {
+		t.Errorf("after the skip: %d skipped, %d processed; want 1 and 1", st.Skipped, processed.Load())
+	}
+
+	// The kill switch: retrying off, the record goes to the dead-letter
+	// topic, and the partition flows again.
+	if !cons.Stats().RetryEnabled {
+		t.Fatal("retrying is off before the kill switch")
+	}
+	tb.run(t, "kill switch",
+		chromedp.Navigate(tb.base+"/consumers/orders"),
+		chromedp.WaitVisible("#kill", chromedp.ByID),
+		chromedp.Click("#kill", chromedp.ByID),
+		chromedp.WaitVisible("#message", chromedp.ByID),
+	)
+	if got := tb.text(t, "#retry-state"); got != "off" {
+		t.Errorf("retrying shown %q after the kill switch, want off", got)
+	}
+	if cons.Stats().RetryEnabled {
+		t.Error("Stats().RetryEnabled is still true after the kill switch")
+	}
+	waitFor(t, "the second poison pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	waitFor(t, "ok-2 processed", func() bool { return processed.Load() == 2 })
+	tb.run(t, "reload", chromedp.Navigate(tb.base+"/consumers/orders"), chromedp.WaitVisible("#partitions", chromedp.ByID))
+	contains(t, "after the kill switch", tb.text(t, "#partitions tbody tr"), "flowing")
+	contains(t, "after the kill switch", tb.text(t, "#dead-lettered"), "1")
+	if d := tb.dialogs.Load(); d != 0 {
+		t.Errorf("%d dialogs opened", d)
+	}
+}
+
+func produceValues(t *testing.T, cl *kgo.Client, topic string, values ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
