@@ -91,6 +91,9 @@ type Config[K, V any] struct {
 	// Buffer bounds the records the consumer holds, per partition and in
 	// total. Optional: see [BufferLimits] for the defaults.
 	Buffer BufferLimits
+	// Concurrency lets a partition handle several records at once, one
+	// key at a time. Optional: one record at a time per partition.
+	Concurrency Concurrency
 	// GroupProtocol chooses the consumer-group protocol. Optional:
 	// [GroupClassic].
 	GroupProtocol GroupProtocol
@@ -452,6 +455,12 @@ func (c *Config[K, V]) validate() error {
 	}
 	if err := c.RetryTopics.validate(); err != nil {
 		return err
+	}
+	if err := c.Concurrency.validate(); err != nil {
+		return err
+	}
+	if c.Concurrency.Max > 1 && c.RetryTopics.on() {
+		return configErr("Concurrency.Max", "more than 1 with RetryTopics: the two do not work together yet; choose one")
 	}
 	if c.RetryTopics.on() != c.Policy.usesRetryTopic() {
 		if c.RetryTopics.on() {

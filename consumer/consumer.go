@@ -76,6 +76,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		cfg.CommitInterval = defaultCommitInterval
 	}
 	cfg.Buffer = cfg.Buffer.withDefaults()
+	cfg.Concurrency = cfg.Concurrency.withDefaults()
 	cfg.FloodGuard = cfg.FloodGuard.withDefaults()
 	if cfg.DeadLetter.Retry == nil {
 		cfg.DeadLetter.Retry = defaultDeadLetterRetry
@@ -532,9 +533,7 @@ func (c *Consumer[K, V]) Stats() Stats {
 	committed := c.cl.CommittedOffsets()
 	c.mu.Lock()
 	for _, p := range c.parts {
-		if st, ok := p.stuckOn(); ok {
-			s.Stuck = append(s.Stuck, st)
-		}
+		s.Stuck = append(s.Stuck, p.stuckOn()...)
 		off := int64(-1)
 		if eo, ok := committed[p.topic][p.part]; ok {
 			off = eo.Offset
@@ -547,7 +546,7 @@ func (c *Consumer[K, V]) Stats() Stats {
 	c.mu.Unlock()
 	sort.Slice(s.Stuck, func(i, j int) bool {
 		a, b := s.Stuck[i], s.Stuck[j]
-		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
+		return a.Topic < b.Topic || (a.Topic == b.Topic && (a.Partition < b.Partition || a.Partition == b.Partition && a.Offset < b.Offset))
 	})
 	sort.Slice(s.Partitions, func(i, j int) bool {
 		a, b := s.Partitions[i], s.Partitions[j]

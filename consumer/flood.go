@@ -176,27 +176,33 @@ func (p *partition[K, V]) guardFlood(rec *kgo.Record) (ok, skipped bool) {
 	if g.Disable {
 		return true, false
 	}
-	if ch := c.flood.wait(); ch == nil && p.floodWin.wouldTrip(g) {
+	p.lanes.lock()
+	trip := p.floodWin.wouldTrip(g)
+	dead, win := p.floodWin.count+1, len(p.floodWin.dead)
+	p.lanes.unlock()
+	if ch := c.flood.wait(); ch == nil && trip {
 		if g.Halt {
-			c.tripFlood(p, rec, false)
+			c.tripFlood(rec, dead, win, false)
 			p.outcome(rec, "", 0, OutcomeHalted)
 			c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: "flood-guard", Err: ErrFlood})
 			return false, false
 		}
-		c.tripFlood(p, rec, true)
+		c.tripFlood(rec, dead, win, true)
 	}
 	ch := c.flood.wait()
 	if ch == nil {
 		return true, false
 	}
-	p.ledger.flush()
+	p.flush()
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
 	p.setStuck(stuck{offset: rec.Offset, reason: StuckFlood, attempts: 1, lastErr: ErrFlood, cancel: rcancel})
-	defer p.clearStuck()
+	defer p.clearStuck(rec.Offset)
 	select {
 	case <-ch:
+		p.lanes.lock()
 		p.floodWin.reset()
+		p.lanes.unlock()
 		return true, false
 	case <-rctx.Done():
 		return false, errors.Is(context.Cause(rctx), errSkipped)
@@ -205,14 +211,14 @@ func (p *partition[K, V]) guardFlood(rec *kgo.Record) (ok, skipped bool) {
 
 // tripFlood records that the guard tripped on rec of p and, with pause,
 // stops the fetching of every topic until ResumeFlood.
-func (c *Consumer[K, V]) tripFlood(p *partition[K, V], rec *kgo.Record, pause bool) {
+func (c *Consumer[K, V]) tripFlood(rec *kgo.Record, dead, window int, pause bool) {
 	c.flood.mu.Lock()
 	if c.flood.tripped != nil {
 		c.flood.mu.Unlock()
 		return
 	}
 	f := &Flood{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
-		DeadLetters: p.floodWin.count + 1, Window: len(p.floodWin.dead), Since: time.Now()}
+		DeadLetters: dead, Window: window, Since: time.Now()}
 	c.flood.tripped = f
 	c.flood.resumed = make(chan struct{})
 	c.flood.mu.Unlock()
@@ -253,3 +259,11 @@ func (c *Consumer[K, V]) ResumeFlood() error {
 // ErrNotFlooded is returned by [Consumer.ResumeFlood] when the flood guard
 // has not tripped.
 var ErrNotFlooded = errors.New("consumer: the flood guard has not tripped")
+
+// floodAdd counts a settled record in the partition's window: dead-lettered
+// (or forwarded to a retry tier), or not.
+func (p *partition[K, V]) floodAdd(dead bool) {
+	p.lanes.lock()
+	p.floodWin.add(dead)
+	p.lanes.unlock()
+}

@@ -39,7 +39,7 @@ type partition[K, V any] struct {
 	mu    sync.Mutex // guards queue, flow, stuck, hwm and resumed
 	queue []*kgo.Record
 	flow  flow
-	stuck stuck
+	stuck stuckSet
 	hwm   int64 // high watermark from the last fetch, -1 until one
 
 	// An operator pause stops the worker before its next record (and the
@@ -47,8 +47,9 @@ type partition[K, V any] struct {
 	opPaused atomic.Bool
 	resumed  chan struct{}
 
-	ledger   ledger // owned by the worker goroutine
-	floodWin window // owned by the worker goroutine
+	ledger   ledger // owned by the worker goroutine (with lanes on, guarded by lanes.mu)
+	floodWin window // the same
+	lanes    lanes  // with Concurrency: records handled at once
 	// resume is the retry state of the partition's first record, read from
 	// the durable attempts at assignment; nil once the first record is seen.
 	retryState *attemptEntry
@@ -60,19 +61,6 @@ type partition[K, V any] struct {
 	source string
 	tier   int
 	fam    *family
-}
-
-// stuck is the record a partition cannot move past right now: it is
-// retrying it, or waiting for its dead letter to be acknowledged.
-type stuck struct {
-	on       bool
-	offset   int64
-	reason   string // StuckRetrying or StuckDeadLetter
-	attempts int
-	since    time.Time
-	lastErr  error
-	// cancel ends the wait with errSkipped when an operator skips.
-	cancel context.CancelCauseFunc
 }
 
 // Why a partition is stuck ([Stuck.Reason]).
@@ -109,7 +97,8 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 	if !c.cfg.FloodGuard.Disable && p.tier < 0 {
 		p.floodWin.dead = make([]bool, c.cfg.FloodGuard.Window)
 	}
-	if e, ok := c.attempts.take(topic, part); ok {
+	p.lanes.cfg = c.cfg.Concurrency
+	if e, ok := c.attempts.take(topic, part); ok && !p.lanes.on() {
 		p.retryState = &e
 	}
 	p.ledger = ledger{
@@ -155,6 +144,10 @@ func (p *partition[K, V]) take() []*kgo.Record {
 }
 
 func (p *partition[K, V]) run() {
+	if p.lanes.on() {
+		p.runLanes()
+		return
+	}
 	defer close(p.done)
 	defer p.drain()
 	for {
@@ -200,7 +193,9 @@ func (p *partition[K, V]) idle() bool {
 // It returns false when the worker must stop.
 func (p *partition[K, V]) reap() (*letter, bool) {
 	for {
+		p.lanes.lock()
 		head := p.ledger.advance(p.letterDone)
+		p.lanes.unlock()
 		if head == nil || !head.failed() {
 			return head, true
 		}
@@ -214,6 +209,11 @@ func (p *partition[K, V]) reap() (*letter, bool) {
 // the letters already acknowledged. When too many letters are in flight, it
 // waits for the oldest. It returns false when the worker must stop.
 func (p *partition[K, V]) settleLetter(rec *kgo.Record, l *letter) bool {
+	l.at = rec.Offset
+	if p.lanes.on() {
+		p.complete(rec, l)
+		return true
+	}
 	p.ledger.letter(rec, l)
 	for {
 		head, ok := p.reap()
@@ -251,9 +251,9 @@ func (p *partition[K, V]) awaitLetter(l *letter, wake bool) bool {
 	}
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
-	p.setStuck(stuck{offset: l.src.Offset, reason: StuckDeadLetter, attempts: l.tries, since: l.cur.start,
+	p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: l.tries, since: l.cur.start,
 		lastErr: errors.New("dead-letter write not acknowledged yet"), cancel: rcancel})
-	defer p.clearStuck()
+	defer p.clearStuck(l.at)
 	select {
 	case <-l.cur.done:
 		return true
@@ -275,11 +275,11 @@ func (p *partition[K, V]) awaitLetter(l *letter, wake bool) bool {
 func (p *partition[K, V]) rewrite(l *letter) bool {
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
-	defer p.clearStuck()
+	defer p.clearStuck(l.at)
 	w := p.c.dlq
 	for !l.ok() {
 		err := l.cur.err
-		p.setStuck(stuck{offset: l.src.Offset, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel})
+		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel})
 		p.c.stats.dlqWriteErrors.Add(1)
 		never := unwritable(err)
 		if never {
@@ -357,70 +357,6 @@ func (p *partition[K, V]) letterDone(l *letter) {
 	p.log.warn("record dead-lettered", l.src, "stage", l.stage, "class", l.class, "reason", l.reason, "attempts", l.attempts, "err", l.cause)
 }
 
-// setStuck shows the partition as stuck on s and pauses its fetching: a
-// stuck partition holds what it has and does not count toward the total
-// buffer, so that it never holds the other partitions back.
-func (p *partition[K, V]) setStuck(s stuck) {
-	p.mu.Lock()
-	if !p.stuck.on || p.stuck.offset != s.offset || p.stuck.reason != s.reason {
-		if s.since.IsZero() {
-			s.since = time.Now()
-		}
-	} else if !p.stuck.since.IsZero() {
-		s.since = p.stuck.since // the same wait goes on
-	}
-	fresh := !p.stuck.on || p.stuck.offset != s.offset || p.stuck.reason != s.reason
-	s.on = true
-	p.stuck = s
-	p.flow.setStuck(true)
-	p.mu.Unlock()
-	if h := p.c.hooks; h != nil && fresh {
-		h.PartitionStuck(StuckEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: s.offset, Reason: s.reason, Since: s.since})
-	}
-}
-
-// clearStuck ends the stuck state: the record is settled or being settled,
-// and no longer skippable.
-func (p *partition[K, V]) clearStuck() {
-	p.mu.Lock()
-	was := p.stuck.on
-	p.stuck = stuck{}
-	if p.flow.stuck {
-		p.flow.setStuck(false)
-	}
-	p.mu.Unlock()
-	if h := p.c.hooks; h != nil && was {
-		h.PartitionUnstuck(PartitionEvent{p.topic, p.part})
-	}
-}
-
-func (p *partition[K, V]) stuckOn() (Stuck, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.stuck
-	if !s.on {
-		return Stuck{}, false
-	}
-	out := Stuck{Topic: p.topic, Partition: p.part, Offset: s.offset, Reason: s.reason, Attempts: s.attempts, Since: s.since}
-	if s.lastErr != nil {
-		out.LastError = deadletter.Truncate(s.lastErr.Error(), deadletter.MaxMessageBytes)
-	}
-	return out, true
-}
-
-func (p *partition[K, V]) skipStuck(offset int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.stuck.on || p.stuck.cancel == nil {
-		return fmt.Errorf("%w: %s/%d is not stuck", ErrNotStuck, p.topic, p.part)
-	}
-	if p.stuck.offset != offset {
-		return fmt.Errorf("%w: %s/%d is stuck on offset %d, not %d", ErrNotStuck, p.topic, p.part, p.stuck.offset, offset)
-	}
-	p.stuck.cancel(errSkipped)
-	return nil
-}
-
 // pause pauses the partition for an operator: its fetching, and its worker
 // before the next record. It reports false if it was paused already.
 func (p *partition[K, V]) pause() bool {
@@ -454,7 +390,7 @@ func (p *partition[K, V]) waitResumed() bool {
 	if !p.opPaused.Load() {
 		return true
 	}
-	p.ledger.flush()
+	p.flush()
 	p.mu.Lock()
 	ch := p.resumed
 	paused := p.flow.operator
@@ -479,7 +415,7 @@ func (p *partition[K, V]) state(committed int64) Partition {
 		BufferedRecords: p.flow.records, BufferedBytes: p.flow.bytes,
 		HighWatermark: p.hwm, Committed: committed, Lag: -1}
 	switch {
-	case p.stuck.on:
+	case len(p.stuck) > 0:
 		s.State = PartitionStuck
 	case p.flow.paused != "":
 		s.State = PartitionPaused
@@ -584,7 +520,7 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 func (p *partition[K, V]) processed(rec *kgo.Record, o *origin) {
 	p.c.stats.processed.Add(1)
 	p.untrack(o)
-	p.floodWin.add(false)
+	p.floodAdd(false)
 	if h := p.c.hooks; h != nil {
 		h.RecordSettled(SettledEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Outcome: OutcomeProcessed})
 	}
@@ -602,6 +538,10 @@ func (p *partition[K, V]) outcome(rec *kgo.Record, stage deadletter.Stage, class
 // settled records that rec is settled without a dead letter. It returns
 // false when the worker must stop.
 func (p *partition[K, V]) settled(rec *kgo.Record) bool {
+	if p.lanes.on() {
+		p.complete(rec, nil)
+		return true
+	}
 	if p.ledger.done(rec) {
 		_, ok := p.reap()
 		return ok

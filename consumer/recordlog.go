@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,9 +19,10 @@ const (
 	logWindow = 10 * time.Second
 )
 
-// recordLog writes the record-level lines of one partition. It is used by
-// the partition's worker goroutine only.
+// recordLog writes the record-level lines of one partition, from its worker
+// (and its lanes, with Concurrency).
 type recordLog struct {
+	mu    sync.Mutex
 	l     *slog.Logger
 	topic string
 	part  int32
@@ -49,21 +51,30 @@ func (r *recordLog) log(level slog.Level, msg string, rec *kgo.Record, attrs []a
 	if !r.l.Enabled(ctx, level) {
 		return
 	}
+	r.mu.Lock()
 	now := time.Now()
 	if now.Sub(r.start) >= logWindow {
-		r.summary()
+		r.summaryLocked()
 		r.start, r.lines = now, 0
 	}
 	if r.lines >= logBurst {
 		r.suppressed++
+		r.mu.Unlock()
 		return
 	}
 	r.lines++
+	r.mu.Unlock()
 	r.l.Log(ctx, level, msg, append(recordAttrs(rec), attrs...)...)
 }
 
 // summary logs how many record-level lines were suppressed, if any.
 func (r *recordLog) summary() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.summaryLocked()
+}
+
+func (r *recordLog) summaryLocked() {
 	if r.suppressed == 0 {
 		return
 	}

@@ -728,7 +728,7 @@ func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.S
 	} else if !ok {
 		return false
 	}
-	p.floodWin.add(true)
+	p.floodAdd(true)
 	tier := o.tiers // the index of the next tier
 	f := newFailure(c.cfg.Group, o.rec, stage, class, ReasonRetryTopic, err, attempts, first)
 	due := f.Last.Add(c.tiers.cfg.Tiers[tier])
@@ -787,7 +787,7 @@ func (p *partition[K, V]) waitDue(due time.Time) bool {
 	if _, ok := p.reap(); !ok {
 		return false
 	}
-	p.ledger.flush()
+	p.flush()
 	p.setWaiting(PauseDue)
 	defer p.setWaiting("")
 	for d > 0 && !p.c.retryOff.Load() {
@@ -807,7 +807,7 @@ func (p *partition[K, V]) awaitRoom() bool {
 	if ch == nil {
 		return true
 	}
-	p.ledger.flush()
+	p.flush()
 	p.c.log.Warn("per-key order: the retry tiers hold RetryTopics.MaxParked records of this partition; it stops until they drain",
 		"topic", p.topic, "partition", p.part, "max_parked", p.c.tiers.cfg.MaxParked)
 	p.setWaiting(PauseParked)

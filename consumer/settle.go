@@ -40,7 +40,7 @@ func retryWait(p backoff.Policy, attempt int, elapsed time.Duration, err error) 
 // (zero: now); both come from the durable attempts after a restart.
 func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadletter.Stage, err error, attempt int, first time.Time) bool {
 	c := p.c
-	p.ledger.flush() // the records before this one, before any wait
+	p.flush() // the records before this one, before any wait
 	if first.IsZero() {
 		first = time.Now()
 	}
@@ -61,7 +61,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			rcancel(nil)
 		}
 	}()
-	defer p.clearStuck()
+	defer p.clearStuck(rec.Offset)
 	skipped := func() bool { return rcancel != nil && errors.Is(context.Cause(rctx), errSkipped) }
 
 	for {
@@ -72,7 +72,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			return p.skip(rec, o, stage, err, attempt, "operator")
 		}
 		if c.cfg.Skip != nil && p.skipFunc(rec, stage, err) {
-			p.clearStuck()
+			p.clearStuck(rec.Offset)
 			return p.skip(rec, o, stage, err, attempt, "Config.Skip")
 		}
 		// Taken before the kill switch is read, so that a flip between the
@@ -84,7 +84,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			// The kill switch: no waiting, straight to the exhausted outcome.
 			_, canRetry := out.Retry.Next(attempt, time.Since(first))
 			if canRetry || (out.Then == RetryTopic && o.tiers < len(c.tiers.cfg.Tiers)) {
-				p.clearStuck()
+				p.clearStuck(rec.Offset)
 				then := out.Then
 				if then == RetryTopic {
 					then = c.tiers.cfg.Then // no tiers either
@@ -100,7 +100,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
 			}
 			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel})
-			if attempt >= 2 {
+			if attempt >= 2 && !p.lanes.on() { // one entry per partition: not with lanes
 				c.attempts.save(rec, attempt, first)
 				saved = true
 			}
@@ -113,7 +113,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			attempt++
 			stage, err = p.try(rctx, o.rec, attempt, first, o.tiers)
 			if err == nil {
-				p.clearStuck() // no longer skippable
+				p.clearStuck(rec.Offset) // no longer skippable
 				p.processed(rec, o)
 				p.log.info("record recovered after retry", rec, "attempts", attempt)
 				return p.settled(rec)
@@ -124,7 +124,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		if class == failure.ClassPermanent {
 			reason = deadletter.ReasonPermanent
 		}
-		p.clearStuck() // settled below: no longer skippable
+		p.clearStuck(rec.Offset) // settled below: no longer skippable
 		return p.act(rec, o, stage, class, err, attempt, first, reason, out.Then)
 	}
 }
@@ -174,7 +174,7 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	} else if !ok {
 		return false
 	}
-	p.floodWin.add(true)
+	p.floodAdd(true)
 	p.untrack(o)
 	// The write is asynchronous: the partition goes on while it is in
 	// flight, and its offset is marked only once it is acknowledged.
@@ -204,7 +204,7 @@ func (p *partition[K, V]) skip(rec *kgo.Record, o *origin, stage deadletter.Stag
 	p.untrack(o)
 	p.outcome(rec, stage, c.classify(stage, err), OutcomeSkipped)
 	p.log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "err", err)
-	p.floodWin.add(false)
+	p.floodAdd(false)
 	return p.settled(rec)
 }
 

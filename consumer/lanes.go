@@ -1,0 +1,318 @@
+package consumer
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Concurrency lets a partition handle several records at once: a handler
+// that waits on I/O (a database, an HTTP service) then scales with Max, not
+// with the partition count. Records of one key are handled one at a time, in
+// offset order; records of different keys run in parallel. Records without a
+// key (a nil key) count as one key: they keep their order among themselves.
+//
+// What may be committed does not change: offsets are committed only below the
+// lowest record of the partition that is not settled, so a crash redelivers
+// what was not settled, and possibly records of other keys settled after it.
+// A record retried in place holds back only its own key: the other keys flow
+// (it shows in Stats.Stuck, one entry per waiting record, and can be
+// skipped). Ahead and AheadBytes bound how far a partition runs ahead of its
+// lowest unsettled record; at the bound it stops taking records, and what it
+// holds then makes the poll loop wait (see [BufferLimits]).
+//
+// Everything else works as with one record at a time: the policies, the
+// dead-letter path, skip, the kill switch, the flood guard, stats, hooks and
+// revokes. Not with it: [RetryTopics] (New refuses the combination), and
+// [DurableAttempts] (the attempt count of a record retried in place starts
+// again at 1 after a restart).
+type Concurrency struct {
+	// Max is how many records of one partition are handled at once.
+	// Optional: 0 or 1, one at a time in offset order.
+	Max int
+	// Unordered lets records of the same key run at once too. Off: one
+	// key's records are handled in offset order.
+	Unordered bool
+	// Ahead bounds the records a partition has taken past its lowest
+	// unsettled one: being handled, waiting for their key, or settled
+	// behind it. Optional: 16 × Max.
+	Ahead int
+	// AheadBytes bounds the same in bytes (keys, values, headers).
+	// Optional: 16 MiB.
+	AheadBytes int64
+}
+
+func (c Concurrency) withDefaults() Concurrency {
+	if c.Max <= 1 {
+		return Concurrency{}
+	}
+	if c.Ahead == 0 {
+		c.Ahead = 16 * c.Max
+	}
+	if c.AheadBytes == 0 {
+		c.AheadBytes = 16 << 20
+	}
+	return c
+}
+
+func (c Concurrency) validate() error {
+	switch {
+	case c.Max < 0:
+		return configErr("Concurrency.Max", "negative")
+	case c.Ahead < 0:
+		return configErr("Concurrency.Ahead", "negative")
+	case c.AheadBytes < 0:
+		return configErr("Concurrency.AheadBytes", "negative")
+	case c.Max > 1 && c.Ahead > 0 && c.Ahead < c.Max:
+		return configErr("Concurrency.Ahead", fmt.Sprintf("%d: less than Max (%d), so Max is never reached", c.Ahead, c.Max))
+	}
+	return nil
+}
+
+// lanes runs the records of one partition concurrently: a lane per key
+// handles that key's records in order, at most max lanes at once. Records
+// settle out of order; lanes hands them to the partition's ledger in offset
+// order, so that the ledger (what may be committed) is the same as with one
+// record at a time. Its zero value is off.
+type lanes struct {
+	cfg Concurrency
+
+	// mu guards what follows, and the partition's ledger and flood window
+	// (which one goroutine uses when lanes are off).
+	mu      sync.Mutex
+	busy    map[string][]*kgo.Record // key -> records waiting behind the one being handled
+	nilBusy bool                     // the lane of records without a key is busy
+	nilWait []*kgo.Record
+	running int    // lanes handling a record
+	slots   []slot // records taken, from the lowest unsettled, in offset order
+	bytes   int64
+	changed chan struct{} // closed and replaced when a record settles or a lane ends
+	wg      sync.WaitGroup
+}
+
+// slot is a record taken by the lanes; l is its letter once it is settled by
+// one.
+type slot struct {
+	rec  *kgo.Record
+	done bool
+	l    *letter
+}
+
+func (ln *lanes) on() bool { return ln.cfg.Max > 1 }
+
+// lock and unlock guard the ledger and the flood window when lanes are on.
+func (ln *lanes) lock() {
+	if ln.on() {
+		ln.mu.Lock()
+	}
+}
+
+func (ln *lanes) unlock() {
+	if ln.on() {
+		ln.mu.Unlock()
+	}
+}
+
+func (ln *lanes) signalLocked() {
+	if ln.changed != nil {
+		close(ln.changed)
+	}
+	ln.changed = make(chan struct{})
+}
+
+// room reports whether another record may be taken, and returns the channel
+// closed at the next change.
+func (ln *lanes) room(ledgerFull bool) (bool, <-chan struct{}) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.changed == nil {
+		ln.changed = make(chan struct{})
+	}
+	ok := !ledgerFull && ln.running < ln.cfg.Max && len(ln.slots) < ln.cfg.Ahead && ln.bytes < ln.cfg.AheadBytes
+	return ok, ln.changed
+}
+
+// runLanes is the worker loop with lanes on: it takes records in offset order
+// and hands each to the lane of its key.
+func (p *partition[K, V]) runLanes() {
+	defer close(p.done)
+	defer p.drain()
+	defer p.lanes.wg.Wait() // before drain: no lane settles anything after it
+	for {
+		batch := p.take()
+		if len(batch) == 0 {
+			if !p.idleLanes() {
+				return
+			}
+			continue
+		}
+		for _, rec := range batch {
+			if p.ctx.Err() != nil || !p.waitResumed() || !p.dispatch(rec) {
+				return
+			}
+		}
+		p.flush()
+	}
+}
+
+// lanesTick is how often a partition waiting for its lanes reaps the dead
+// letters acknowledged meanwhile and marks what it may commit.
+const lanesTick = 100 * time.Millisecond
+
+// dispatch waits for room, then hands rec to its lane. It returns false
+// when the worker must stop.
+func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
+	ln := &p.lanes
+	for {
+		ln.mu.Lock()
+		full := p.ledger.full()
+		ln.mu.Unlock()
+		ok, changed := ln.room(full)
+		if ok {
+			break
+		}
+		head, alive := p.reap()
+		if !alive {
+			return false
+		}
+		if full && head != nil {
+			if !p.awaitLetter(head, false) {
+				return false
+			}
+			continue
+		}
+		p.flush()
+		t := time.NewTimer(lanesTick)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+			return false
+		}
+		t.Stop()
+	}
+	ln.mu.Lock()
+	ln.slots = append(ln.slots, slot{rec: rec})
+	ln.bytes += size(rec)
+	key, keyed := string(rec.Key), rec.Key != nil && !ln.cfg.Unordered
+	switch {
+	case ln.cfg.Unordered:
+	case rec.Key == nil && ln.nilBusy:
+		ln.nilWait = append(ln.nilWait, rec)
+		ln.mu.Unlock()
+		return true
+	case rec.Key == nil:
+		ln.nilBusy = true
+	default:
+		if q, busy := ln.busy[key]; busy {
+			ln.busy[key] = append(q, rec)
+			ln.mu.Unlock()
+			return true
+		}
+		if ln.busy == nil {
+			ln.busy = map[string][]*kgo.Record{}
+		}
+		ln.busy[key] = nil
+	}
+	ln.running++
+	ln.mu.Unlock()
+	ln.wg.Add(1)
+	go p.lane(key, keyed, rec)
+	return true
+}
+
+// lane handles rec, then the records of its key that wait behind it.
+func (p *partition[K, V]) lane(key string, keyed bool, rec *kgo.Record) {
+	ln := &p.lanes
+	defer ln.wg.Done()
+	defer p.c.workers.enter()()
+	for rec != nil {
+		ok := p.handle(rec)
+		ln.mu.Lock()
+		var next *kgo.Record
+		switch {
+		case !ok: // stopping: rec and the records behind it stay unsettled
+		case ln.cfg.Unordered:
+		case !keyed && len(ln.nilWait) > 0:
+			next, ln.nilWait = ln.nilWait[0], ln.nilWait[1:]
+		case keyed && len(ln.busy[key]) > 0:
+			q := ln.busy[key]
+			next, ln.busy[key] = q[0], q[1:]
+		}
+		if next == nil {
+			ln.running--
+			if keyed {
+				delete(ln.busy, key)
+			} else if !ln.cfg.Unordered {
+				ln.nilBusy, ln.nilWait = false, nil
+			}
+		}
+		ln.signalLocked()
+		ln.mu.Unlock()
+		rec = next
+	}
+}
+
+// complete records that rec is settled (by its letter l, if not nil) and
+// hands the records settled from the lowest unsettled one on to the ledger,
+// in offset order.
+func (p *partition[K, V]) complete(rec *kgo.Record, l *letter) {
+	ln := &p.lanes
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	i, found := slices.BinarySearchFunc(ln.slots, rec.Offset, func(s slot, off int64) int { return cmpInt(s.rec.Offset, off) })
+	if !found {
+		return
+	}
+	ln.slots[i].done, ln.slots[i].l = true, l
+	n := 0
+	for n < len(ln.slots) && ln.slots[n].done {
+		s := ln.slots[n]
+		if s.l != nil {
+			p.ledger.letter(s.rec, s.l)
+		} else {
+			p.ledger.done(s.rec) // the worker reaps letters acknowledged meanwhile
+		}
+		ln.bytes -= size(s.rec)
+		n++
+	}
+	if n > 0 {
+		clear(ln.slots[:n])
+		ln.slots = ln.slots[n:]
+		ln.signalLocked()
+	}
+}
+
+// idleLanes is idle with lanes on: it also wakes when a lane settles a
+// record, to mark it for commit.
+func (p *partition[K, V]) idleLanes() bool {
+	p.flush()
+	p.log.summary()
+	head, ok := p.reap()
+	if !ok {
+		return false
+	}
+	_, changed := p.lanes.room(false)
+	if head == nil {
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-p.wake:
+			return true
+		case <-changed:
+			return true
+		}
+	}
+	return p.awaitLetter(head, true)
+}
+
+// flush marks what is settled for commit.
+func (p *partition[K, V]) flush() {
+	p.lanes.lock()
+	p.ledger.flush()
+	p.lanes.unlock()
+}

@@ -1,0 +1,115 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/antidote-kafka/antidote/deadletter"
+)
+
+// stuck is a record a partition cannot move past right now: it is retrying
+// it, or waiting for its dead letter to be acknowledged.
+type stuck struct {
+	offset   int64
+	reason   string // StuckRetrying, StuckDeadLetter or StuckFlood
+	attempts int
+	since    time.Time
+	lastErr  error
+	// cancel ends the wait with errSkipped when an operator skips.
+	cancel context.CancelCauseFunc
+}
+
+// stuckSet is what an operator sees and may skip: the records of a
+// partition that cannot be moved past right now, by offset. Handling one
+// record at a time, there is at most one, and the partition's fetching is
+// paused while there is; with [Concurrency], there is at most one per key,
+// and the other keys flow. It is guarded by the partition's mu.
+type stuckSet map[int64]*stuck
+
+// setStuck shows the partition as stuck on s. Handling one record at a
+// time, it pauses its fetching: a stuck partition holds what it has and does
+// not count toward the total buffer, so that it never holds the other
+// partitions back.
+func (p *partition[K, V]) setStuck(s stuck) {
+	p.mu.Lock()
+	old := p.stuck[s.offset]
+	fresh := old == nil || old.reason != s.reason
+	switch {
+	case !fresh && !old.since.IsZero():
+		s.since = old.since // the same wait goes on
+	case s.since.IsZero():
+		s.since = time.Now()
+	}
+	if p.stuck == nil {
+		p.stuck = stuckSet{}
+	}
+	p.stuck[s.offset] = &s
+	if !p.lanes.on() {
+		p.flow.setStuck(true)
+	}
+	p.mu.Unlock()
+	if h := p.c.hooks; h != nil && fresh {
+		h.PartitionStuck(StuckEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: s.offset, Reason: s.reason, Since: s.since})
+	}
+}
+
+// clearStuck ends the stuck state of the record at offset: it is settled or
+// being settled, and no longer skippable.
+func (p *partition[K, V]) clearStuck(offset int64) {
+	p.mu.Lock()
+	_, was := p.stuck[offset]
+	delete(p.stuck, offset)
+	if p.flow.stuck && len(p.stuck) == 0 {
+		p.flow.setStuck(false)
+	}
+	p.mu.Unlock()
+	if h := p.c.hooks; h != nil && was {
+		h.PartitionUnstuck(PartitionEvent{p.topic, p.part})
+	}
+}
+
+// stuckOn returns the stuck records, in offset order.
+func (p *partition[K, V]) stuckOn() []Stuck {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.stuck) == 0 {
+		return nil
+	}
+	out := make([]Stuck, 0, len(p.stuck))
+	for _, s := range p.stuck {
+		st := Stuck{Topic: p.topic, Partition: p.part, Offset: s.offset, Reason: s.reason, Attempts: s.attempts, Since: s.since}
+		if s.lastErr != nil {
+			st.LastError = deadletter.Truncate(s.lastErr.Error(), deadletter.MaxMessageBytes)
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b Stuck) int { return cmpInt(a.Offset, b.Offset) })
+	return out
+}
+
+func (p *partition[K, V]) skipStuck(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.stuck[offset]; s != nil && s.cancel != nil {
+		s.cancel(errSkipped)
+		return nil
+	}
+	var on []string
+	for off, s := range p.stuck {
+		if s.cancel != nil {
+			on = append(on, strconv.FormatInt(off, 10))
+		}
+	}
+	switch len(on) {
+	case 0:
+		return fmt.Errorf("%w: %s/%d is not stuck", ErrNotStuck, p.topic, p.part)
+	case 1:
+		return fmt.Errorf("%w: %s/%d is stuck on offset %s, not %d", ErrNotStuck, p.topic, p.part, on[0], offset)
+	}
+	slices.Sort(on)
+	return fmt.Errorf("%w: %s/%d is stuck on offsets %s, not %d", ErrNotStuck, p.topic, p.part, strings.Join(on, ", "), offset)
+}
