@@ -137,11 +137,13 @@ func fastPolicy() consumer.Policy {
 func TestIntegrationAccounting(t *testing.T) {
 	c := kafkatest.New(t)
 	for _, proto := range []consumer.GroupProtocol{consumer.GroupClassic, consumer.GroupConsumer} {
-		t.Run(proto.String(), func(t *testing.T) { testAccounting(t, c, proto) })
+		t.Run(proto.String(), func(t *testing.T) { testAccounting(t, c, proto, 0) })
 	}
+	// Keyed concurrency: the same accounting, order per key.
+	t.Run("concurrency-8", func(t *testing.T) { testAccounting(t, c, consumer.GroupClassic, 8) })
 }
 
-func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProtocol) {
+func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProtocol, conc int) {
 	topic := c.Topic(t, "acct", 4)
 	c.Topic(t, "unused", 1) // the dead-letter topic is created by the consumer
 	n := 10_000
@@ -153,7 +155,7 @@ func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProt
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
 		Key: serde.String(), Value: serde.JSON[order](),
 		Handler: flakyHandler(l),
-		Policy:  fastPolicy(), GroupProtocol: proto,
+		Policy:  fastPolicy(), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
 
 		Logger: testLogger(t), CommitInterval: 200 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("acct-test")},
@@ -210,9 +212,13 @@ func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProt
 	if len(dlqs) != wantDLQ {
 		t.Errorf("dead-letter topic holds letters for %d records, want %d", len(dlqs), wantDLQ)
 	}
-	l.assertOrdered(t)
+	if conc > 1 {
+		l.assertKeyOrdered(t)
+	} else {
+		l.assertOrdered(t)
+	}
 	s := cons.Stats()
-	t.Logf("%s, %s protocol: produced %d, processed %d, dead-lettered %d, retried %d", c.Kind(), proto, len(want), processed, wantDLQ, s.Retried)
+	t.Logf("%s, %s protocol, concurrency %d: produced %d, processed %d, dead-lettered %d, retried %d", c.Kind(), proto, conc, len(want), processed, wantDLQ, s.Retried)
 	if int(s.DeadLettered) != wantDLQ || int(s.Processed) != len(want)-wantDLQ {
 		t.Errorf("stats: processed %d dead-lettered %d; want %d and %d", s.Processed, s.DeadLettered, len(want)-wantDLQ, wantDLQ)
 	}

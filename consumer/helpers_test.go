@@ -114,16 +114,21 @@ func committed(t testing.TB, c *kafkatest.Cluster, group, topic string) map[int3
 type ledger struct {
 	mu    sync.Mutex
 	calls map[string][]int64 // "topic/partition" -> offsets in call order (successful handler returns only)
+	byKey map[string][]int64 // "topic/partition/key" -> the same
 	seen  map[string]int     // "topic/partition/offset" -> successful handler returns
 }
 
-func newLedger() *ledger { return &ledger{calls: map[string][]int64{}, seen: map[string]int{}} }
+func newLedger() *ledger {
+	return &ledger{calls: map[string][]int64{}, byKey: map[string][]int64{}, seen: map[string]int{}}
+}
 
 func (l *ledger) done(r *kgo.Record) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := r.Topic + "/" + strconv.Itoa(int(r.Partition))
 	l.calls[k] = append(l.calls[k], r.Offset)
+	kk := k + "/" + string(r.Key)
+	l.byKey[kk] = append(l.byKey[kk], r.Offset)
 	l.seen[k+"/"+strconv.FormatInt(r.Offset, 10)]++
 }
 
@@ -153,6 +158,29 @@ func (l *ledger) assertOrdered(t testing.TB) {
 		if !sort.SliceIsSorted(offs, func(i, j int) bool { return offs[i] < offs[j] }) {
 			t.Errorf("partition %s processed out of order", k)
 		}
+	}
+}
+
+// assertKeyOrdered checks that each key's successful handler calls came in
+// increasing offset order within its partition, and that some partition's
+// calls did not (keyed concurrency ran records at once).
+func (l *ledger) assertKeyOrdered(t testing.TB) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, offs := range l.byKey {
+		if !sort.SliceIsSorted(offs, func(i, j int) bool { return offs[i] < offs[j] }) {
+			t.Errorf("key %s processed out of order", k)
+		}
+	}
+	interleaved := false
+	for _, offs := range l.calls {
+		if !sort.SliceIsSorted(offs, func(i, j int) bool { return offs[i] < offs[j] }) {
+			interleaved = true
+		}
+	}
+	if !interleaved {
+		t.Errorf("every partition was processed in offset order: the records did not run at once")
 	}
 }
 

@@ -98,11 +98,16 @@ func (p *partition[K, V]) skipStuck(offset int64) error {
 		s.cancel(errSkipped)
 		return nil
 	}
-	var on []string
+	var offs []int64
 	for off, s := range p.stuck {
 		if s.cancel != nil {
-			on = append(on, strconv.FormatInt(off, 10))
+			offs = append(offs, off)
 		}
+	}
+	slices.Sort(offs)
+	on := make([]string, len(offs))
+	for i, off := range offs {
+		on[i] = strconv.FormatInt(off, 10)
 	}
 	switch len(on) {
 	case 0:
@@ -110,6 +115,5 @@ func (p *partition[K, V]) skipStuck(offset int64) error {
 	case 1:
 		return fmt.Errorf("%w: %s/%d is stuck on offset %s, not %d", ErrNotStuck, p.topic, p.part, on[0], offset)
 	}
-	slices.Sort(on)
 	return fmt.Errorf("%w: %s/%d is stuck on offsets %s, not %d", ErrNotStuck, p.topic, p.part, strings.Join(on, ", "), offset)
 }
