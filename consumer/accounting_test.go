@@ -213,7 +213,7 @@ func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProt
 		t.Errorf("dead-letter topic holds letters for %d records, want %d", len(dlqs), wantDLQ)
 	}
 	if conc > 1 {
-		l.assertKeyOrdered(t)
+		l.assertKeyOrdered(t, true)
 	} else {
 		l.assertOrdered(t)
 	}

@@ -284,11 +284,12 @@ func TestIntegrationRestart(t *testing.T) {
 func TestIntegrationRebalance(t *testing.T) {
 	c := kafkatest.New(t)
 	for _, proto := range []consumer.GroupProtocol{consumer.GroupClassic, consumer.GroupConsumer} {
-		t.Run(proto.String(), func(t *testing.T) { testRebalance(t, c, proto) })
+		t.Run(proto.String(), func(t *testing.T) { testRebalance(t, c, proto, 0) })
 	}
+	t.Run("concurrency-4", func(t *testing.T) { testRebalance(t, c, consumer.GroupClassic, 4) })
 }
 
-func testRebalance(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProtocol) {
+func testRebalance(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProtocol, conc int) {
 	topic := c.Topic(t, "rebal", 4)
 	const per = 1500
 	produced := produceOrders(t, c, topic, 4, per)
@@ -306,7 +307,10 @@ func testRebalance(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProto
 			return nil
 		}
 	}
-	withProto := func(cfg *consumer.Config[string, order]) { cfg.GroupProtocol = proto }
+	withProto := func(cfg *consumer.Config[string, order]) {
+		cfg.GroupProtocol = proto
+		cfg.Concurrency.Max = conc
+	}
 	a := newConsumer(t, c, topic, group, h(la), withProto)
 	stopA := runConsumer(t, a)
 	waitFor(t, time.Minute, "first member started", func() bool { return la.count() >= 500 })
@@ -345,6 +349,11 @@ func testRebalance(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProto
 		dups += la.times(r) + lb.times(r) - 1
 	}
 	t.Logf("%s, %s protocol: member A processed %d, member B %d, redelivered after rebalance %d", c.Kind(), proto, la.count(), lb.count(), dups)
+	if conc > 1 {
+		la.assertKeyOrdered(t, false)
+		lb.assertKeyOrdered(t, false)
+		return
+	}
 	la.assertOrdered(t)
 	lb.assertOrdered(t)
 }

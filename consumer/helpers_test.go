@@ -164,7 +164,7 @@ func (l *ledger) assertOrdered(t testing.TB) {
 // assertKeyOrdered checks that each key's successful handler calls came in
 // increasing offset order within its partition, and that some partition's
 // calls did not (keyed concurrency ran records at once).
-func (l *ledger) assertKeyOrdered(t testing.TB) {
+func (l *ledger) assertKeyOrdered(t testing.TB, interleavedToo bool) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -172,6 +172,9 @@ func (l *ledger) assertKeyOrdered(t testing.TB) {
 		if !sort.SliceIsSorted(offs, func(i, j int) bool { return offs[i] < offs[j] }) {
 			t.Errorf("key %s processed out of order", k)
 		}
+	}
+	if !interleavedToo {
+		return
 	}
 	interleaved := false
 	for _, offs := range l.calls {
