@@ -42,6 +42,13 @@
 // A partition that is retrying a record has its fetching paused
 // (kgo.Client.PauseFetchPartitions) while every other partition keeps flowing.
 //
+// A handler that waits on I/O is then capped by the partition count. With
+// [Config.Concurrency] (Max > 1), a partition handles up to Max records at
+// once: records of one key one at a time, in offset order, different keys in
+// parallel; a record retried in place holds back only its own key. Offsets are
+// still committed only below the lowest unsettled record, and how far a
+// partition runs ahead of it is bounded. See [Concurrency].
+//
 // # Memory
 //
 // What the consumer holds is bounded ([Config.Buffer], [BufferLimits]): per
