@@ -70,8 +70,13 @@ type Config[K, V any] struct {
 	// Value decodes record values. Required. Wrap it with serde.Fallback to
 	// hand the handler a substitute value instead of failing.
 	Value serde.Deserializer[V]
-	// Handler processes records. Required.
+	// Handler processes records. Required, unless BatchHandler is set.
 	Handler Handler[K, V]
+	// BatchHandler processes records in batches instead of Handler, which
+	// must then be nil. Optional. See [BatchHandler].
+	BatchHandler BatchHandler[K, V]
+	// Batching sizes the batches of BatchHandler. Optional: see [Batching].
+	Batching Batching
 	// Policy settles failures. Optional: see [Policy] for the defaults.
 	Policy Policy
 	// DeadLetter configures the dead-letter topic. Optional.
@@ -441,8 +446,18 @@ func (c *Config[K, V]) validate() error {
 	if c.Value == nil {
 		return configErr("Value", "required: a value deserializer (serde.Bytes() reads raw bytes)")
 	}
-	if c.Handler == nil {
-		return configErr("Handler", "required")
+	switch {
+	case c.Handler == nil && c.BatchHandler == nil:
+		return configErr("Handler", "required (or BatchHandler)")
+	case c.Handler != nil && c.BatchHandler != nil:
+		return configErr("BatchHandler", "set with Handler: choose one")
+	case c.BatchHandler != nil && c.Concurrency.Max > 1:
+		return configErr("BatchHandler", "with Concurrency.Max more than 1: the two do not work together yet; choose one")
+	case c.BatchHandler != nil && c.RetryTopics.on():
+		return configErr("BatchHandler", "with RetryTopics: the two do not work together yet; choose one")
+	}
+	if err := c.Batching.validate(); err != nil {
+		return err
 	}
 	if c.CommitInterval < 0 || (c.CommitInterval > 0 && c.CommitInterval < 100*time.Millisecond) {
 		return configErr("CommitInterval", fmt.Sprintf("%v: must be at least 100ms", c.CommitInterval))

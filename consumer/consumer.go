@@ -77,6 +77,10 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	}
 	cfg.Buffer = cfg.Buffer.withDefaults()
 	cfg.Concurrency = cfg.Concurrency.withDefaults()
+	if cfg.BatchHandler != nil {
+		cfg.Handler = oneOf(cfg.BatchHandler)
+		cfg.Batching = cfg.Batching.withDefaults()
+	}
 	cfg.FloodGuard = cfg.FloodGuard.withDefaults()
 	if cfg.DeadLetter.Retry == nil {
 		cfg.DeadLetter.Retry = defaultDeadLetterRetry

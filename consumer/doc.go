@@ -49,6 +49,14 @@
 // still committed only below the lowest unsettled record, and how far a
 // partition runs ahead of it is bounded. See [Concurrency].
 //
+// A bulk sink takes a [BatchHandler] instead ([Config.BatchHandler],
+// [Config.Batching]): decoded records of one partition, up to a size and a
+// linger. It fails single records with a [*BatchError], so one bad record in
+// a batch of 500 is settled alone and the 499 others are processed once; a
+// batch that fails as a whole is retried as a batch (transient) or tried
+// record by record to find the poison pill (permanent, or a panic). Records
+// that cannot be decoded are settled before the batch and never reach it.
+//
 // # Memory
 //
 // What the consumer holds is bounded ([Config.Buffer], [BufferLimits]): per

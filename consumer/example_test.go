@@ -178,3 +178,56 @@ func ExampleRetryTopics() {
 	// order-1 shipped (attempt 1, from orders)
 	// forwarded: 1 parked: 2
 }
+
+// A batch handler writes records in bulk and fails only the records the
+// sink rejects: each is settled alone (here: dead-lettered), the others are
+// processed once.
+func ExampleBatchHandler() {
+	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "docs", "docs.dlq"))
+	defer cluster.Close()
+	producer, _ := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	defer producer.Close()
+	ctx := context.Background()
+	for _, v := range []string{"a", "b", "<too large>", "d", "e"} {
+		producer.ProduceSync(ctx, &kgo.Record{Topic: "docs", Value: []byte(v)})
+	}
+
+	var indexed []string
+	c, _ := consumer.New(consumer.Config[string, string]{
+		Brokers: cluster.ListenAddrs(),
+		Topics:  []string{"docs"},
+		Group:   "indexer",
+		Value:   serde.String(),
+		BatchHandler: func(ctx context.Context, batch []*consumer.Record[string, string]) error {
+			errs := map[int]error{}
+			for i, r := range batch { // a bulk request, and its per-document results
+				if r.Value == "<too large>" {
+					errs[i] = failure.Permanent(errors.New("document too large"))
+					continue
+				}
+				indexed = append(indexed, r.Value)
+			}
+			if len(errs) > 0 {
+				return &consumer.BatchError{Errs: errs}
+			}
+			return nil
+		},
+		Batching:   consumer.Batching{Size: 500, Linger: 50 * time.Millisecond},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- c.Run(runCtx) }()
+	for s := c.Stats(); s.Processed+s.DeadLettered < 5; s = c.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	s := c.Stats()
+	fmt.Println("indexed:", indexed)
+	fmt.Println("processed:", s.Processed, "dead-lettered:", s.DeadLettered)
+	// Output:
+	// indexed: [a b d e]
+	// processed: 4 dead-lettered: 1
+}

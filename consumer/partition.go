@@ -148,6 +148,10 @@ func (p *partition[K, V]) run() {
 		p.runLanes()
 		return
 	}
+	if p.c.cfg.BatchHandler != nil {
+		p.runBatches()
+		return
+	}
 	defer close(p.done)
 	defer p.drain()
 	for {
@@ -446,21 +450,10 @@ func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int,
 		}
 	}()
 	c := p.c
-	r := &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first, Tier: tier}
-	m := serde.Meta{Topic: rec.Topic, Headers: headers(rec.Headers)}
-	if c.cfg.Key != nil {
-		stage = deadletter.StageDeserializeKey
-		m.Part = serde.Key
-		if r.Key, err = c.cfg.Key.Deserialize(ctx, m, rec.Key); err != nil {
-			return stage, err
-		}
-	}
-	stage = deadletter.StageDeserializeValue
-	m.Part = serde.Value
-	if r.Value, err = c.cfg.Value.Deserialize(ctx, m, rec.Value); err != nil {
+	r, stage, err := p.decode(ctx, rec, attempt, first, tier)
+	if err != nil {
 		return stage, err
 	}
-	stage = deadletter.StageProcess
 	if h := c.hooks; h != nil {
 		start := time.Now()
 		err = c.cfg.Handler(ctx, r)
@@ -468,6 +461,33 @@ func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int,
 		return stage, err
 	}
 	return stage, c.cfg.Handler(ctx, r)
+}
+
+// decode decodes rec's key and value. It returns the stage reached (process
+// when both are decoded) and the failure, if any. A panic in a deserializer
+// becomes a permanent failure of its stage.
+func (p *partition[K, V]) decode(ctx context.Context, rec *kgo.Record, attempt int, first time.Time, tier int) (r *Record[K, V], stage deadletter.Stage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = failure.Permanent(&serde.PanicError{Stage: string(stage), Value: v})
+		}
+	}()
+	c := p.c
+	r = &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first, Tier: tier}
+	m := serde.Meta{Topic: rec.Topic, Headers: headers(rec.Headers)}
+	if c.cfg.Key != nil {
+		stage = deadletter.StageDeserializeKey
+		m.Part = serde.Key
+		if r.Key, err = c.cfg.Key.Deserialize(ctx, m, rec.Key); err != nil {
+			return nil, stage, err
+		}
+	}
+	stage = deadletter.StageDeserializeValue
+	m.Part = serde.Value
+	if r.Value, err = c.cfg.Value.Deserialize(ctx, m, rec.Value); err != nil {
+		return nil, stage, err
+	}
+	return r, deadletter.StageProcess, nil
 }
 
 // handle settles rec: processed, dead-lettered or skipped. It returns false

@@ -1,0 +1,282 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// BatchHandler processes decoded records of one partition together, in
+// offset order: the natural shape for bulk sinks (Elasticsearch's _bulk, a SQL
+// batch insert). It is called from one goroutine per partition. Records that
+// fail to decode never reach it: they are settled before the batch, by the
+// policy, as with a [Handler].
+//
+// Return nil when every record is processed. Return a [*BatchError] to fail
+// some records: each is settled alone by the policy (retried in place as a
+// batch of one, then dead-lettered, say), and the others are processed, once.
+// Any other error fails the whole batch: a transient one retries the batch
+// under the policy, and when retrying is over every record of it is settled
+// by the policy's Then; a permanent one (or a panic) tries each record again
+// alone, so that a poison pill is found and settled by itself.
+type BatchHandler[K, V any] func(ctx context.Context, batch []*Record[K, V]) error
+
+// BatchError fails some records of a batch: Errs[i] is the failure of
+// batch[i]. Records without an entry are processed.
+type BatchError struct {
+	Errs map[int]error
+}
+
+func (e *BatchError) Error() string {
+	idx := make([]int, 0, len(e.Errs))
+	for i := range e.Errs {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	parts := make([]string, 0, min(len(idx), 3))
+	for _, i := range idx[:min(len(idx), 3)] {
+		parts = append(parts, "record "+strconv.Itoa(i)+": "+fmt.Sprint(e.Errs[i]))
+	}
+	more := ""
+	if len(idx) > 3 {
+		more = fmt.Sprintf(" (and %d more)", len(idx)-3)
+	}
+	return fmt.Sprintf("consumer: %d records of the batch failed: %s%s", len(idx), strings.Join(parts, "; "), more)
+}
+
+// Batching configures a [BatchHandler].
+type Batching struct {
+	// Size is the most records of a batch. Optional: 500.
+	Size int
+	// Linger is how long a batch that is not full waits for more records
+	// before it is handled. Optional: 50ms.
+	Linger time.Duration
+}
+
+func (b Batching) withDefaults() Batching {
+	if b.Size == 0 {
+		b.Size = 500
+	}
+	if b.Linger == 0 {
+		b.Linger = 50 * time.Millisecond
+	}
+	return b
+}
+
+func (b Batching) validate() error {
+	if b.Size < 0 {
+		return configErr("Batching.Size", "negative")
+	}
+	if b.Linger < 0 {
+		return configErr("Batching.Linger", "negative")
+	}
+	return nil
+}
+
+// oneOf is the Handler of a consumer with a BatchHandler: a batch of one,
+// for the records settled alone (retried in place, tried after a batch
+// failed as a whole).
+func oneOf[K, V any](bh BatchHandler[K, V]) Handler[K, V] {
+	return func(ctx context.Context, r *Record[K, V]) error {
+		err := bh(ctx, []*Record[K, V]{r})
+		var be *BatchError
+		if errors.As(err, &be) {
+			return be.Errs[0] // nil when the one record is not among them
+		}
+		return err
+	}
+}
+
+// pending is a decoded record waiting for its batch.
+type pending[K, V any] struct {
+	rec *kgo.Record
+	r   *Record[K, V]
+}
+
+// runBatches is the worker loop with a BatchHandler: records are decoded as
+// they come, and handled in batches of up to Batching.Size, after at most
+// Batching.Linger.
+func (p *partition[K, V]) runBatches() {
+	defer close(p.done)
+	defer p.drain()
+	size := p.c.cfg.Batching.Size
+	batch := make([]pending[K, V], 0, size)
+	for {
+		recs := p.take()
+		if len(recs) == 0 {
+			if len(batch) > 0 && !p.lingerFor() {
+				if !p.handleBatch(batch) {
+					return
+				}
+				batch = batch[:0]
+				continue
+			}
+			if len(batch) == 0 && !p.idle() {
+				return
+			}
+			continue
+		}
+		for _, rec := range recs {
+			if p.ctx.Err() != nil || !p.waitResumed() {
+				return
+			}
+			p.c.stats.consumed.Add(1)
+			r, stage, err := p.decode(p.ctx, rec, 1, time.Time{}, 0)
+			if err != nil {
+				// Settled in offset order: the batch before it first.
+				if !p.handleBatch(batch) {
+					return
+				}
+				batch = batch[:0]
+				if !p.settleFailure(rec, &origin{rec: rec}, stage, err, 1, time.Time{}) {
+					return
+				}
+				continue
+			}
+			batch = append(batch, pending[K, V]{rec, r})
+			if len(batch) == size {
+				if !p.handleBatch(batch) {
+					return
+				}
+				batch = batch[:0]
+			}
+		}
+		p.ledger.flush()
+	}
+}
+
+// lingerFor waits up to Batching.Linger for more records. It reports
+// whether records came (false: handle the batch now, or stop).
+func (p *partition[K, V]) lingerFor() bool {
+	p.ledger.flush()
+	t := time.NewTimer(p.c.cfg.Batching.Linger)
+	defer t.Stop()
+	select {
+	case <-p.wake:
+		return true
+	case <-t.C:
+		return false
+	case <-p.ctx.Done():
+		return false
+	}
+}
+
+// callBatch calls the BatchHandler; a panic is a permanent failure of the
+// whole batch.
+func (p *partition[K, V]) callBatch(ctx context.Context, rs []*Record[K, V]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = failure.Permanent(&serde.PanicError{Stage: string(deadletter.StageProcess), Value: v})
+		}
+	}()
+	if h := p.c.hooks; h != nil {
+		start := time.Now()
+		err = p.c.cfg.BatchHandler(ctx, rs)
+		h.HandlerDone(HandlerEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Duration: time.Since(start), Err: err})
+		return err
+	}
+	return p.c.cfg.BatchHandler(ctx, rs)
+}
+
+// handleBatch handles and settles a batch, in offset order. It returns false
+// when the worker must stop (the records not settled yet stay unsettled).
+func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
+	if len(batch) == 0 {
+		return true
+	}
+	c := p.c
+	rs := make([]*Record[K, V], len(batch))
+	for i, b := range batch {
+		rs[i] = b.r
+	}
+	first := batch[0].rec
+	var since time.Time
+	defer p.clearStuck(first.Offset)
+	for attempt := 1; ; attempt++ {
+		for _, r := range rs {
+			r.Attempt, r.FirstFailure = attempt, since
+		}
+		err := p.callBatch(p.ctx, rs)
+		if p.ctx.Err() != nil {
+			return false // revoked or stopping: the failure may be our own cancellation
+		}
+		var be *BatchError
+		switch {
+		case err == nil:
+			for _, b := range batch {
+				p.processed(b.rec, &origin{rec: b.rec})
+				if !p.settled(b.rec) {
+					return false
+				}
+			}
+			return true
+		case errors.As(err, &be):
+			p.clearStuck(first.Offset)
+			for i, b := range batch {
+				ferr, failed := be.Errs[i]
+				if !failed || ferr == nil {
+					p.processed(b.rec, &origin{rec: b.rec})
+					if !p.settled(b.rec) {
+						return false
+					}
+					continue
+				}
+				if !p.settleFailure(b.rec, &origin{rec: b.rec}, deadletter.StageProcess, ferr, attempt, since) {
+					return false
+				}
+			}
+			return true
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		class := c.classify(deadletter.StageProcess, err)
+		out := c.policy.outcome(deadletter.StageProcess, class)
+		if class == failure.ClassPermanent {
+			// Find the poison pill: each record alone.
+			p.clearStuck(first.Offset)
+			p.log.warn("batch failed permanently; its records are tried one by one", first, "records", len(batch), "err", err)
+			for _, b := range batch {
+				if !p.process(b.rec, &origin{rec: b.rec}, attempt+1, since) {
+					return false
+				}
+			}
+			return true
+		}
+		wait, retry := retryWait(out.Retry, attempt, time.Since(since), err)
+		if retry && !c.retryOff.Load() {
+			p.outcome(first, deadletter.StageProcess, class, OutcomeRetried)
+			p.flush()
+			p.setStuck(stuck{offset: first.Offset, reason: StuckRetrying, attempts: attempt, since: since, lastErr: err})
+			if attempt == 1 || attempt%10 == 0 {
+				p.log.warn("batch failed, retrying", first, "records", len(batch), "class", class, "attempt", attempt, "wait", dur(wait), "err", err)
+			}
+			if sleep(p.ctx, wait, c.wakeSignal()) != nil {
+				return false
+			}
+			continue
+		}
+		// Retrying is over: each record is settled by the policy's Then.
+		p.clearStuck(first.Offset)
+		reason := deadletter.ReasonExhausted
+		if c.retryOff.Load() && retry {
+			reason = deadletter.ReasonRetryDisabled
+		}
+		for _, b := range batch {
+			if !p.act(b.rec, &origin{rec: b.rec}, deadletter.StageProcess, class, err, attempt, since, reason, out.Then) {
+				return false
+			}
+		}
+		return true
+	}
+}
