@@ -133,7 +133,7 @@ type letter struct {
 	shrunk   bool   // the failure headers lost the error message
 	skipped  string // why it was settled as skipped instead ("operator", "unwritable")
 	kind     letterKind
-	at       int64 // offset of the fetched record it settles (src is the original of a tier record)
+	at       int64              // offset of the fetched record it settles (src is the original of a tier record)
 	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers)
 
 	cur *write // the latest write attempt
