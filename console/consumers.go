@@ -58,7 +58,9 @@ func (h *Handler) renderConsumer(w http.ResponseWriter, r *http.Request, status 
 	for i := range st.Stuck {
 		s := &st.Stuck[i]
 		s.LastError = visible(s.LastError)
-		stuck[fmt.Sprintf("%s/%d", s.Topic, s.Partition)] = s
+		if k := fmt.Sprintf("%s/%d", s.Topic, s.Partition); stuck[k] == nil {
+			stuck[k] = s // the lowest offset: the one that holds the commit back
+		}
 	}
 	for _, p := range st.Partitions {
 		pr := partitionRow{Partition: p, Stuck: stuck[fmt.Sprintf("%s/%d", p.Topic, p.Partition)]}

@@ -193,8 +193,27 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(g.bufRecords, float64(s.BufferedRecords))
 	gauge(g.bufBytes, float64(s.BufferedBytes))
 	now := m.now()
+	// With keyed concurrency a partition may wait on several records for
+	// one reason: the series shows the longest wait.
+	type stuckKey struct {
+		topic     string
+		partition int32
+		reason    string
+	}
+	longest := map[stuckKey]float64{}
+	var order []stuckKey
 	for _, st := range s.Stuck {
-		gauge(g.stuckSeconds, max(now.Sub(st.Since).Seconds(), 0), st.Topic, strconv.Itoa(int(st.Partition)), st.Reason)
+		k := stuckKey{st.Topic, st.Partition, st.Reason}
+		secs := max(now.Sub(st.Since).Seconds(), 0)
+		if old, seen := longest[k]; !seen {
+			order = append(order, k)
+			longest[k] = secs
+		} else {
+			longest[k] = max(old, secs)
+		}
+	}
+	for _, k := range order {
+		gauge(g.stuckSeconds, longest[k], k.topic, strconv.Itoa(int(k.partition)), k.reason)
 	}
 	for _, p := range s.Partitions {
 		part := strconv.Itoa(int(p.Partition))
