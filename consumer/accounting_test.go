@@ -141,9 +141,14 @@ func TestIntegrationAccounting(t *testing.T) {
 	}
 	// Keyed concurrency: the same accounting, order per key.
 	t.Run("concurrency-8", func(t *testing.T) { testAccounting(t, c, consumer.GroupClassic, 8) })
+	t.Run("unordered-8", func(t *testing.T) { testAccounting(t, c, consumer.GroupClassic, -8) })
 }
 
+// testAccounting runs with conc records of a partition at once (one at a
+// time for 0 or 1), in any order for a negative conc.
 func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProtocol, conc int) {
+	unordered := conc < 0
+	conc = max(conc, -conc)
 	topic := c.Topic(t, "acct", 4)
 	c.Topic(t, "unused", 1) // the dead-letter topic is created by the consumer
 	n := 10_000
@@ -155,7 +160,7 @@ func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProt
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
 		Key: serde.String(), Value: serde.JSON[order](),
 		Handler: flakyHandler(l),
-		Policy:  fastPolicy(), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
+		Policy:  fastPolicy(), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc, Unordered: unordered},
 
 		Logger: testLogger(t), CommitInterval: 200 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("acct-test")},
@@ -212,9 +217,11 @@ func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProt
 	if len(dlqs) != wantDLQ {
 		t.Errorf("dead-letter topic holds letters for %d records, want %d", len(dlqs), wantDLQ)
 	}
-	if conc > 1 {
+	switch {
+	case unordered:
+	case conc > 1:
 		l.assertKeyOrdered(t, true)
-	} else {
+	default:
 		l.assertOrdered(t)
 	}
 	s := cons.Stats()
