@@ -474,9 +474,6 @@ func (c *Config[K, V]) validate() error {
 	if err := c.Concurrency.validate(); err != nil {
 		return err
 	}
-	if c.Concurrency.Max > 1 && c.RetryTopics.on() {
-		return configErr("Concurrency.Max", "more than 1 with RetryTopics: the two do not work together yet; choose one")
-	}
 	if c.RetryTopics.on() != c.Policy.usesRetryTopic() {
 		if c.RetryTopics.on() {
 			return configErr("RetryTopics.Tiers", "set, but no Policy outcome has Then: RetryTopic")

@@ -119,13 +119,13 @@ type flow struct {
 	records int
 	bytes   int64
 
-	stuck    bool   // stuck on a record: retrying it, or waiting for its letter
-	full     bool   // over the partition's own bound (until back under half)
-	blocking bool   // full and flowing: counted in total.full, the poll loop waits
-	operator bool   // paused by an operator (Consumer.Pause)
-	waiting  string // the worker waits for a retry tier (PauseDue, PauseParked)
-	paused   string // why fetching is paused by us; "" while it flows
-	stopped  bool   // the partition was revoked or the consumer stops
+	stuck    bool           // stuck on a record: retrying it, or waiting for its letter
+	full     bool           // over the partition's own bound (until back under half)
+	blocking bool           // full and flowing: counted in total.full, the poll loop waits
+	operator bool           // paused by an operator (Consumer.Pause)
+	waiting  map[string]int // records waiting for a retry tier, by reason (PauseDue, PauseParked)
+	paused   string         // why fetching is paused by us; "" while it flows
+	stopped  bool           // the partition was revoked or the consumer stops
 	hooks    Hooks
 }
 
@@ -165,10 +165,18 @@ func (f *flow) setStuck(on bool) {
 	f.update()
 }
 
-// setWaiting pauses the partition while its worker waits for a retry tier
-// (reason PauseDue or PauseParked), or resumes it ("").
-func (f *flow) setWaiting(reason string) {
-	f.waiting = reason
+// setWaiting counts a record that waits for a retry tier (reason PauseDue
+// or PauseParked; on), or no longer does: the partition's fetching is paused
+// while any waits.
+func (f *flow) setWaiting(reason string, on bool) {
+	if f.waiting == nil {
+		f.waiting = map[string]int{}
+	}
+	if on {
+		f.waiting[reason]++
+	} else if f.waiting[reason]--; f.waiting[reason] <= 0 {
+		delete(f.waiting, reason)
+	}
 	f.update()
 }
 
@@ -196,8 +204,10 @@ func (f *flow) update() {
 		want = PauseOperator
 	case f.stuck:
 		want = PauseStuck
-	case f.waiting != "":
-		want = f.waiting
+	case f.waiting[PauseParked] > 0:
+		want = PauseParked
+	case f.waiting[PauseDue] > 0:
+		want = PauseDue
 	}
 	if (want == "") != (f.paused == "") {
 		was := f.paused

@@ -26,9 +26,9 @@ import (
 //
 // Everything else works as with one record at a time: the policies, the
 // dead-letter path, skip, the kill switch, the flood guard, stats, hooks and
-// revokes. Not with it: [RetryTopics] (New refuses the combination), and
-// [DurableAttempts] (the attempt count of a record retried in place starts
-// again at 1 after a restart).
+// revokes, and [RetryTopics] (a source partition's lanes park a key's records
+// in order). Not with it: [DurableAttempts] (the attempt count of a record
+// retried in place starts again at 1 after a restart) and a [BatchHandler].
 type Concurrency struct {
 	// Max is how many records of one partition are handled at once.
 	// Optional: 0 or 1, one at a time in offset order.

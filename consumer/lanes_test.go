@@ -122,7 +122,6 @@ func TestConcurrencyConfig(t *testing.T) {
 		{"Concurrency.Max", consumer.Concurrency{Max: -1}, consumer.RetryTopics{}},
 		{"Concurrency.Ahead", consumer.Concurrency{Max: 8, Ahead: 4}, consumer.RetryTopics{}},
 		{"Concurrency.AheadBytes", consumer.Concurrency{Max: 8, AheadBytes: -1}, consumer.RetryTopics{}},
-		{"Concurrency.Max", consumer.Concurrency{Max: 8}, consumer.RetryTopics{Tiers: []time.Duration{time.Second}}},
 	} {
 		cfg := consumer.Config[string, string]{
 			Brokers: []string{"127.0.0.1:1"}, Topics: []string{"orders"}, Group: "g", Value: serde.String(),

@@ -92,6 +92,13 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 			p.source, p.tier = ti.source, ti.index
 		}
 	}
+	if c.tiers != nil && c.tiers.ordered {
+		f, created := c.tiers.family(p.source, p.part)
+		if created { // not by the assignment: rebuilt here
+			go c.tiers.rebuild(p.ctx, map[tp]*family{{p.source, p.part}: f}, c.log.Warn)
+		}
+		p.fam = f
+	}
 	// The flood guard watches source partitions: in a retry tier, records
 	// fail again by nature. Once it trips, every partition waits.
 	if !c.cfg.FloodGuard.Disable && p.tier < 0 {

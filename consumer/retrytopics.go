@@ -658,13 +658,6 @@ func deadletterHeaders(h []kgo.RecordHeader) []deadletter.Header {
 // waits until it is due, may be parked again, and is then tried.
 func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 	t := p.c.tiers
-	if t.ordered && p.fam == nil {
-		f, created := t.family(p.source, p.part)
-		if created {
-			go t.rebuild(p.ctx, map[tp]*family{{p.source, p.part}: f}, p.c.log.Warn)
-		}
-		p.fam = f
-	}
 	if p.fam != nil && !p.fam.await(p.ctx) {
 		return false
 	}
@@ -788,8 +781,8 @@ func (p *partition[K, V]) waitDue(due time.Time) bool {
 		return false
 	}
 	p.flush()
-	p.setWaiting(PauseDue)
-	defer p.setWaiting("")
+	p.setWaiting(PauseDue, true)
+	defer p.setWaiting(PauseDue, false)
 	for d > 0 && !p.c.retryOff.Load() {
 		if sleep(p.ctx, d, p.c.wakeSignal()) != nil {
 			return false
@@ -810,8 +803,8 @@ func (p *partition[K, V]) awaitRoom() bool {
 	p.flush()
 	p.c.log.Warn("per-key order: the retry tiers hold RetryTopics.MaxParked records of this partition; it stops until they drain",
 		"topic", p.topic, "partition", p.part, "max_parked", p.c.tiers.cfg.MaxParked)
-	p.setWaiting(PauseParked)
-	defer p.setWaiting("")
+	p.setWaiting(PauseParked, true)
+	defer p.setWaiting(PauseParked, false)
 	for ch != nil {
 		select {
 		case <-ch:
@@ -823,11 +816,11 @@ func (p *partition[K, V]) awaitRoom() bool {
 	return true
 }
 
-// setWaiting pauses the partition's fetching while its worker waits
-// (PauseDue, PauseParked), or resumes it ("").
-func (p *partition[K, V]) setWaiting(reason string) {
+// setWaiting counts a record that waits (PauseDue, PauseParked) or no
+// longer does; the partition's fetching is paused while any waits.
+func (p *partition[K, V]) setWaiting(reason string, on bool) {
 	p.mu.Lock()
-	p.flow.setWaiting(reason)
+	p.flow.setWaiting(reason, on)
 	p.mu.Unlock()
 }
 

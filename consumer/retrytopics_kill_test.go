@@ -41,6 +41,7 @@ const (
 	envGroup    = "ANTIDOTE_RT_GROUP"
 	envLog      = "ANTIDOTE_RT_LOG"
 	envInstance = "ANTIDOTE_RT_INSTANCE"
+	envConc     = "ANTIDOTE_RT_CONCURRENCY"
 )
 
 // rtTiers are the delay tiers of the per-key order test.
@@ -63,6 +64,7 @@ func TestRetryTopicsChild(t *testing.T) {
 			panic(err)
 		}
 	}
+	conc, _ := strconv.Atoi(os.Getenv(envConc))
 	c, err := consumer.New(consumer.Config[string, keyed]{
 		Brokers: strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
 		Logger: testLogger(t), Key: serde.String(), Value: serde.JSON[keyed](),
@@ -70,6 +72,7 @@ func TestRetryTopicsChild(t *testing.T) {
 			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
 		}},
 		RetryTopics:    consumer.RetryTopics{Tiers: rtTiers},
+		Concurrency:    consumer.Concurrency{Max: conc},
 		CommitInterval: 500 * time.Millisecond,
 		ClientOpts: []kgo.Opt{
 			kgo.InstanceID(os.Getenv(envInstance)), kgo.SessionTimeout(6 * time.Second),
@@ -107,6 +110,11 @@ func TestIntegrationRetryTopicsKeyOrder(t *testing.T) {
 		t.Skip("-short")
 	}
 	c := kafkatest.New(t)
+	t.Run("one-at-a-time", func(t *testing.T) { testRetryTopicsKeyOrder(t, c, 0) })
+	t.Run("concurrency-8", func(t *testing.T) { testRetryTopicsKeyOrder(t, c, 8) })
+}
+
+func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int) {
 	topic := c.Topic(t, "rtkill", 4)
 	group := kafkatest.UniqueName("rtkill-group")
 	const keys, total = 2000, 50000
@@ -153,7 +161,7 @@ func TestIntegrationRetryTopicsKeyOrder(t *testing.T) {
 		defer childMu.Unlock()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRetryTopicsChild$", "-test.timeout=10m", "-test.v")
 		cmd.Env = append(os.Environ(), envChild+"=1", envBrokers+"="+strings.Join(c.Brokers(), ","), envTopic+"="+topic,
-			envGroup+"="+group, envLog+"="+logPath, envInstance+"="+name, kafkatest.EnvBrokers+"=")
+			envGroup+"="+group, envLog+"="+logPath, envInstance+"="+name, envConc+"="+strconv.Itoa(conc), kafkatest.EnvBrokers+"=")
 		f, err := os.OpenFile(filepath.Join(dir, name+".out"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
 			t.Fatal(err)

@@ -70,11 +70,12 @@ func (k *keyOrder) count() int {
 // two quick tries in place come before the tiers.
 func TestIntegrationRetryTopics(t *testing.T) {
 	for _, proto := range []consumer.GroupProtocol{consumer.GroupClassic, consumer.GroupConsumer} {
-		t.Run(proto.String(), func(t *testing.T) { testRetryTopics(t, proto) })
+		t.Run(proto.String(), func(t *testing.T) { testRetryTopics(t, proto, 0) })
 	}
+	t.Run("concurrency-4", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, 4) })
 }
 
-func testRetryTopics(t *testing.T, proto consumer.GroupProtocol) {
+func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int) {
 	c := kafkatest.New(t)
 	if proto == consumer.GroupConsumer && !c.Real() {
 		t.Skip("the consumer group protocol is tested on the real broker")
@@ -111,7 +112,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol) {
 	tiersAt := map[string]int{}
 	wrongTopic := 0
 	c1, err := consumer.New(consumer.Config[string, keyed]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto,
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
 		Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 2), Then: consumer.RetryTopic},
