@@ -174,21 +174,12 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		if tmpl == "" {
 			tmpl = defaultAttemptsTopic
 		}
-		// The state topic is read with a client of its own: the seed
-		// brokers and the user's options (TLS, SASL), no group.
-		var read []kgo.Opt
-		if len(cfg.Brokers) > 0 {
-			read = append(read, kgo.SeedBrokers(cfg.Brokers...))
-		}
-		read = append(read, cfg.ClientOpts...)
-		c.attempts = attempts{topic: tmpl.Name("", cfg.Group), cl: cl, adm: c.dlq.adm, opts: read, log: c.log}
+		// The state topic is read with a client of its own: the
+		// connection of the consumer's client, no group.
+		c.attempts = attempts{topic: tmpl.Name("", cfg.Group), cl: cl, adm: c.dlq.adm, opts: readerOpts(cl), log: c.log}
 	}
 	if c.tiers != nil {
-		var read []kgo.Opt
-		if len(cfg.Brokers) > 0 {
-			read = append(read, kgo.SeedBrokers(cfg.Brokers...))
-		}
-		c.tiers.opts = append(read, cfg.ClientOpts...)
+		c.tiers.opts = readerOpts(cl)
 		c.tiers.adm = c.dlq.adm
 	}
 	close(c.built)
