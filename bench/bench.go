@@ -170,6 +170,11 @@ type Run struct {
 	DeadLettered uint64 `json:"dead_lettered,omitempty"`
 	Skipped      uint64 `json:"skipped,omitempty"`
 	DLQErrors    uint64 `json:"dlq_write_errors,omitempty"`
+	// Antidote: the produce batches its client wrote (the dead letters),
+	// and their bytes before and after compression.
+	ProducedBatches    int64 `json:"produced_batches,omitempty"`
+	ProducedBytes      int64 `json:"produced_uncompressed_bytes,omitempty"`
+	ProducedCompressed int64 `json:"produced_compressed_bytes,omitempty"`
 	// The process: wall seconds from exec to exit, its CPU time (from its
 	// rusage), its peak RSS (its VmHWM, on Linux), and its CPU profile when
 	// asked for.

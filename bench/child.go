@@ -121,6 +121,18 @@ func (h *fetchHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m 
 	h.fetched.Add(int64(m.NumRecords))
 }
 
+// produceHook counts the produce batches written: Antidote's client writes
+// only the dead letters.
+type produceHook struct {
+	batches, bytes, compressed atomic.Int64
+}
+
+func (h *produceHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.batches.Add(1)
+	h.bytes.Add(int64(m.UncompressedBytes))
+	h.compressed.Add(int64(m.CompressedBytes))
+}
+
 // finish fills the timing of r from the consumer's creation to end.
 func (h *fetchHook) finish(r *Run, created, end time.Time, n int) {
 	start := created
@@ -179,6 +191,8 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	opts := commonOpts(spec, hook, stderr)[1:] // Brokers carries the seeds
+	produced := &produceHook{}
+	opts = append(opts, kgo.WithHooks(produced))
 	if spec.Linger >= 0 {
 		opts = append(opts, kgo.ProducerLinger(spec.Linger))
 	}
@@ -228,6 +242,7 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 	}
 	s := c.Stats()
 	r.Processed, r.DeadLettered, r.Skipped, r.DLQErrors = s.Processed, s.DeadLettered, s.Skipped, s.DeadLetterWriteErrors
+	r.ProducedBatches, r.ProducedBytes, r.ProducedCompressed = produced.batches.Load(), produced.bytes.Load(), produced.compressed.Load()
 	r.Fetched = hook.fetched.Load() // fetches that ended after the window count too
 	return nil
 }

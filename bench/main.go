@@ -246,6 +246,10 @@ func printTable(w io.Writer, r *Result) {
 			detail := fmt.Sprintf("seen %d, decode errors %d", run.Seen, run.DecodeErrors)
 			if run.Consumer == "antidote" {
 				detail = fmt.Sprintf("processed %d, dead-lettered %d", run.Processed, run.DeadLettered)
+				if run.ProducedBatches > 0 {
+					detail += fmt.Sprintf(" in %d produce batches (%.1f letters each, %s)", run.ProducedBatches,
+						float64(run.DeadLettered)/float64(run.ProducedBatches), compressed(run.ProducedBytes, run.ProducedCompressed))
+				}
 			}
 			if run.Fetched != row.Produced {
 				detail += fmt.Sprintf("  <-- FETCHED %d != PRODUCED %d", run.Fetched, row.Produced)
@@ -276,4 +280,12 @@ func fetched(s Summary) string {
 		return strconv.FormatInt(s.FetchedMax, 10)
 	}
 	return fmt.Sprintf("%d-%d", s.FetchedMin, s.FetchedMax)
+}
+
+// compressed describes the compression of the produced bytes.
+func compressed(raw, out int64) string {
+	if raw <= 0 || out >= raw {
+		return fmt.Sprintf("%.1f MB, not compressed", float64(raw)/1e6)
+	}
+	return fmt.Sprintf("%.1f MB compressed to %.0f%%", float64(raw)/1e6, 100*float64(out)/float64(raw))
 }

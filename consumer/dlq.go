@@ -105,10 +105,17 @@ func (w *dlqWriter) batchMax(topic string) int32 {
 }
 
 // letter is one dead letter on its way to the dead-letter topic.
+//
+// Its first write produces tmpl itself, and a rewrite a fresh copy (see
+// [rewrite]): a write's promise is one of two functions, which find the
+// write from the record franz-go hands back (tmpl or rewrite.rec, the
+// first field of each), so that a send allocates no closure and, the first
+// time, nothing but its done channel.
 type letter struct {
+	tmpl     kgo.Record // the dead letter; first, see promiseFirst
+	w        *dlqWriter
 	src      *kgo.Record
 	f        *deadletter.Failure
-	tmpl     kgo.Record // the dead letter; each send produces a copy
 	stage    deadletter.Stage
 	class    failure.Class
 	reason   deadletter.Reason
@@ -120,14 +127,47 @@ type letter struct {
 	shrunk   bool   // the failure headers lost the error message
 	skipped  string // why it was settled as skipped instead ("operator", "unwritable")
 
-	cur *write // the latest write attempt
+	cur    *write // the latest write attempt
+	write0 write  // the first
 }
 
 // write is one attempt to write a letter.
 type write struct {
+	l     *letter
 	start time.Time
 	done  chan struct{} // closed when acknowledged or failed
 	err   error         // read after done
+}
+
+// rewrite is a write after the first, with the record it produces: a
+// fresh one, since the record of an abandoned write may still be in
+// franz-go's hands.
+type rewrite struct {
+	rec kgo.Record // first, see promiseRewrite
+	wr  write
+}
+
+// promiseFirst is the promise of a letter's first write, which produces
+// its tmpl: a pointer to a letter's first field is a pointer to the letter.
+func promiseFirst(r *kgo.Record, err error) {
+	(*letter)(unsafe.Pointer(r)).write0.finish(err)
+}
+
+// promiseRewrite is the promise of a later write, which produces the rec
+// of a rewrite.
+func promiseRewrite(r *kgo.Record, err error) {
+	(*rewrite)(unsafe.Pointer(r)).wr.finish(err)
+}
+
+// finish records the outcome of the write and closes done.
+func (wr *write) finish(err error) {
+	wr.err = err
+	close(wr.done)
+	l := wr.l
+	if h := l.w.hooks; h != nil {
+		h.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
+			DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
+	}
 }
 
 func (l *letter) isDone() bool {
@@ -154,8 +194,9 @@ func (l *letter) failed() bool { return l.skipped == "" && l.isDone() && !l.ok()
 func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
 	f.ClientID = w.clientID
 	l := &letter{
-		src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
-		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Key: rec.Key, Value: rec.Value},
+		w: w, src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
+		// The partitioner reads the source partition from Partition.
+		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Partition: rec.Partition, Key: rec.Key, Value: rec.Value},
 	}
 	l.tmpl.Headers = l.headers()
 	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
@@ -220,42 +261,54 @@ var ErrLetterTooLarge = errors.New("consumer: dead letter larger than the dead-l
 //
 // The write does not end with the partition's context: a letter in flight
 // at a revoke or a shutdown gets WriteTimeout to be acknowledged, so that
-// it is committed rather than written again after the restart. Each send
-// produces a fresh record: an abandoned one may still be in franz-go's
-// hands.
+// it is committed rather than written again after the restart. The first
+// send produces l.tmpl, a later one a fresh copy: the record of an
+// abandoned write may still be in franz-go's hands.
 func (w *dlqWriter) send(ctx context.Context, l *letter) {
-	wr := &write{start: time.Now(), done: make(chan struct{})}
+	rec, promise := &l.tmpl, promiseFirst
+	wr := &l.write0
+	if l.tries > 0 {
+		rw := &rewrite{rec: kgo.Record{Topic: l.tmpl.Topic, Partition: l.src.Partition, Key: l.tmpl.Key, Value: l.tmpl.Value, Headers: l.tmpl.Headers}}
+		rec, promise, wr = &rw.rec, promiseRewrite, &rw.wr
+	}
+	*wr = write{l: l, start: time.Now(), done: make(chan struct{})}
 	if l.tries == 0 {
 		l.first = wr.start
 	}
 	l.cur = wr
 	l.tries++
-	finish := func(err error) {
-		wr.err = err
-		close(wr.done)
-		if w.hooks != nil {
-			w.hooks.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
-				DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
+	limit, ok := w.ready(l.src.Topic, l.tmpl.Topic)
+	if !ok {
+		sources, err := w.sourcePartitions(ctx, l.src.Topic)
+		if err == nil {
+			err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
 		}
+		if err != nil {
+			wr.finish(err)
+			return
+		}
+		limit = w.limit(l.tmpl.Topic)
 	}
-	sources, err := w.sourcePartitions(ctx, l.src.Topic)
-	if err == nil {
-		err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
-	}
-	if err != nil {
-		finish(err)
-		return
-	}
-	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
-		finish(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
+	if limit > 0 && letterSize(&l.tmpl) > limit {
+		wr.finish(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
 		return
 	}
 	// The client bounds the write with WriteTimeout
-	// (kgo.RecordDeliveryTimeout); the partitioner reads the source
-	// partition from Partition.
-	out := l.tmpl
-	out.Partition = l.src.Partition
-	w.cl.Produce(context.Background(), &out, func(_ *kgo.Record, err error) { finish(err) })
+	// (kgo.RecordDeliveryTimeout).
+	w.cl.Produce(context.Background(), rec, promise)
+}
+
+// ready returns the size limit of a dead-letter topic when it is ready and
+// its source topic's partition count is known: what send checks, under one
+// lock.
+func (w *dlqWriter) ready(source, topic string) (int32, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.topics[topic]
+	if _, ok := w.srcSize[source]; !ok || t == nil || !t.ready {
+		return 0, false
+	}
+	return t.maxBytes, true
 }
 
 // nextWait is how long to wait before writing l again. A policy that gives
