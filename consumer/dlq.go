@@ -129,6 +129,9 @@ type letter struct {
 
 	cur    *write // the latest write attempt
 	write0 write  // the first
+	// hdrs holds the first headers of a letter whose source record has at
+	// most inlineHeaders-failureHeaders headers.
+	hdrs [inlineHeaders]kgo.RecordHeader
 }
 
 // write is one attempt to write a letter.
@@ -198,7 +201,7 @@ func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause erro
 		// The partitioner reads the source partition from Partition.
 		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Partition: rec.Partition, Key: rec.Key, Value: rec.Value},
 	}
-	l.tmpl.Headers = l.headers()
+	l.tmpl.Headers = l.headers(l.hdrs[:0])
 	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
 		l.shrink()
 	}
@@ -208,12 +211,18 @@ func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause erro
 // failureHeaders is how many failure headers a letter has at most.
 const failureHeaders = 17
 
+// inlineHeaders is how many headers a letter holds in itself.
+const inlineHeaders = 4 + failureHeaders
+
 // headers are the source record's headers followed by the failure headers,
 // appended in place: deadletter.Header and kgo.RecordHeader have the same
-// layout (checked by a test).
-func (l *letter) headers() []kgo.RecordHeader {
-	hs := make([]kgo.RecordHeader, len(l.src.Headers), len(l.src.Headers)+failureHeaders)
-	copy(hs, l.src.Headers)
+// layout (checked by a test). They are written into to when it has room.
+func (l *letter) headers(to []kgo.RecordHeader) []kgo.RecordHeader {
+	hs := to[:0:cap(to)]
+	if n := len(l.src.Headers) + failureHeaders; cap(hs) < n {
+		hs = make([]kgo.RecordHeader, 0, n)
+	}
+	hs = append(hs, l.src.Headers...)
 	dh := unsafe.Slice((*deadletter.Header)(unsafe.Pointer(unsafe.SliceData(hs))), cap(hs))[:len(hs)]
 	dh = l.f.AppendHeaders(dh)
 	return unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(dh))), len(dh))
@@ -227,7 +236,9 @@ func (l *letter) shrink() bool {
 	}
 	l.shrunk = true
 	l.f.Message = "(dropped: the dead letter was over the topic's size limit)"
-	l.tmpl.Headers = l.headers()
+	// Fresh headers: the record of an abandoned write may still read the
+	// old ones.
+	l.tmpl.Headers = l.headers(nil)
 	return true
 }
 
