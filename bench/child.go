@@ -31,7 +31,8 @@ type childSpec struct {
 	Group        string        `json:"group"`
 	Records      int           `json:"records"`
 	FetchMaxWait time.Duration `json:"fetch_max_wait"`
-	Linger       time.Duration `json:"linger"` // negative: the consumer's default
+	Linger       time.Duration `json:"linger"`                // negative: the consumer's default
+	Compression  string        `json:"compression,omitempty"` // empty: the client's default
 	Verbose      bool          `json:"verbose"`
 	CPUProfile   string        `json:"cpu_profile,omitempty"`
 	Deadline     time.Time     `json:"deadline"`
@@ -196,6 +197,13 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 	if spec.Linger >= 0 {
 		opts = append(opts, kgo.ProducerLinger(spec.Linger))
 	}
+	if spec.Compression != "" {
+		codec, err := codecOf(spec.Compression)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, kgo.ProducerBatchCompression(codec))
+	}
 	created := time.Now()
 	c, err := consumer.New(consumer.Config[[]byte, Order]{
 		Brokers:    spec.Brokers,
@@ -245,4 +253,19 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 	r.ProducedBatches, r.ProducedBytes, r.ProducedCompressed = produced.batches.Load(), produced.bytes.Load(), produced.compressed.Load()
 	r.Fetched = hook.fetched.Load() // fetches that ended after the window count too
 	return nil
+}
+
+// codecOf is the franz-go codec of a -compression name.
+func codecOf(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want none, snappy, lz4 or zstd", name)
 }

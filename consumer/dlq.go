@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -44,10 +45,11 @@ type dlqWriter struct {
 	stats    *stats
 	hooks    Hooks // nil when none
 
-	mu      sync.Mutex
-	topics  map[string]*dlqTopic // by dead-letter topic
-	srcSize map[string]int32     // partition counts of source topics
-	names   sync.Map             // source topic -> dead-letter topic
+	mu       sync.Mutex
+	topics   map[string]*dlqTopic      // by dead-letter topic
+	srcSize  map[string]int32          // partition counts of source topics
+	names    sync.Map                  // source topic -> dead-letter topic
+	lastName atomic.Pointer[[2]string] // the newest source topic and its dead-letter topic
 }
 
 // LetterHeadroom is what a dead-letter topic created by the consumer accepts
@@ -71,11 +73,17 @@ type dlqTopic struct {
 
 // topicFor returns the dead-letter topic of a source topic.
 func (w *dlqWriter) topicFor(source string) string {
+	// The newest topic first: one comparison and no hashing for a consumer
+	// of one topic.
+	if last := w.lastName.Load(); last != nil && last[0] == source {
+		return last[1]
+	}
 	if n, ok := w.names.Load(source); ok {
 		return n.(string)
 	}
 	n := w.tmpl.Name(source, w.group)
 	w.names.Store(source, n)
+	w.lastName.Store(&[2]string{source, n})
 	return n
 }
 
