@@ -37,9 +37,13 @@ type Options struct {
 	// Linger, when not negative, is passed to the Antidote client as
 	// kgo.ProducerLinger (it paces dead-letter writes). Negative keeps the
 	// consumer's default (no linger).
-	Linger  time.Duration
-	Seed    uint64
-	Verbose bool
+	Linger time.Duration
+	// Compression, when set, is the codec of the Antidote client's produce
+	// batches (the dead letters), by kgo.ProducerBatchCompression: "none",
+	// "snappy", "lz4" or "zstd". Empty keeps the client's default (snappy).
+	Compression string
+	Seed        uint64
+	Verbose     bool
 	// CPUProfileDir, when set, makes every consumer process write its CPU
 	// profile there.
 	CPUProfileDir string
@@ -80,6 +84,7 @@ type Result struct {
 	Seed          uint64   `json:"seed"`
 	FetchMaxWait  string   `json:"fetch_max_wait"`
 	Linger        string   `json:"antidote_producer_linger"`
+	Compression   string   `json:"antidote_compression"`
 	GOMAXPROCS    int      `json:"gomaxprocs"`
 	NumCPU        int      `json:"num_cpu"`
 	Load          string   `json:"load_avg,omitempty"` // /proc/loadavg at the start, when readable
@@ -170,6 +175,11 @@ type Run struct {
 	DeadLettered uint64 `json:"dead_lettered,omitempty"`
 	Skipped      uint64 `json:"skipped,omitempty"`
 	DLQErrors    uint64 `json:"dlq_write_errors,omitempty"`
+	// Antidote: the produce batches its client wrote (the dead letters),
+	// and their bytes before and after compression.
+	ProducedBatches    int64 `json:"produced_batches,omitempty"`
+	ProducedBytes      int64 `json:"produced_uncompressed_bytes,omitempty"`
+	ProducedCompressed int64 `json:"produced_compressed_bytes,omitempty"`
 	// The process: wall seconds from exec to exit, its CPU time (from its
 	// rusage), its peak RSS (its VmHWM, on Linux), and its CPU profile when
 	// asked for.
@@ -225,7 +235,7 @@ func run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{
 		Cluster: "kafka", Records: o.Records, Partitions: o.Partitions, ValueSize: o.ValueSize,
 		Rounds: o.Rounds, Seed: o.Seed, FetchMaxWait: o.FetchMaxWait.String(),
-		Linger: "consumer default (0)", GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		Linger: "consumer default (0)", Compression: "client default (snappy)", GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 		Window: Window, CPUWindow: CPUWindow, TargetRatio: TargetRatio, TargetLetter: TargetLetterMicros,
 		FetchedOK: true,
 	}
@@ -235,6 +245,9 @@ func run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Linger >= 0 {
 		res.Linger = o.Linger.String()
+	}
+	if o.Compression != "" {
+		res.Compression = o.Compression
 	}
 	if o.Exe == "" {
 		exe, err := os.Executable()
@@ -314,7 +327,7 @@ func run(ctx context.Context, o Options) (*Result, error) {
 				groups = append(groups, group)
 				spec := childSpec{
 					Consumer: kind, Brokers: o.Brokers, Topic: row.Topic, Group: group, Records: o.Records,
-					FetchMaxWait: o.FetchMaxWait, Linger: o.Linger, Verbose: o.Verbose,
+					FetchMaxWait: o.FetchMaxWait, Linger: o.Linger, Compression: o.Compression, Verbose: o.Verbose,
 				}
 				if o.CPUProfileDir != "" {
 					spec.CPUProfile = filepath.Join(o.CPUProfileDir, fmt.Sprintf("poison-%s-%s-r%d.pprof", names[i], kind, round))

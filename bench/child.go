@@ -31,7 +31,8 @@ type childSpec struct {
 	Group        string        `json:"group"`
 	Records      int           `json:"records"`
 	FetchMaxWait time.Duration `json:"fetch_max_wait"`
-	Linger       time.Duration `json:"linger"` // negative: the consumer's default
+	Linger       time.Duration `json:"linger"`                // negative: the consumer's default
+	Compression  string        `json:"compression,omitempty"` // empty: the client's default
 	Verbose      bool          `json:"verbose"`
 	CPUProfile   string        `json:"cpu_profile,omitempty"`
 	Deadline     time.Time     `json:"deadline"`
@@ -121,6 +122,18 @@ func (h *fetchHook) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m 
 	h.fetched.Add(int64(m.NumRecords))
 }
 
+// produceHook counts the produce batches written: Antidote's client writes
+// only the dead letters.
+type produceHook struct {
+	batches, bytes, compressed atomic.Int64
+}
+
+func (h *produceHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.batches.Add(1)
+	h.bytes.Add(int64(m.UncompressedBytes))
+	h.compressed.Add(int64(m.CompressedBytes))
+}
+
 // finish fills the timing of r from the consumer's creation to end.
 func (h *fetchHook) finish(r *Run, created, end time.Time, n int) {
 	start := created
@@ -179,8 +192,17 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	opts := commonOpts(spec, hook, stderr)[1:] // Brokers carries the seeds
+	produced := &produceHook{}
+	opts = append(opts, kgo.WithHooks(produced))
 	if spec.Linger >= 0 {
 		opts = append(opts, kgo.ProducerLinger(spec.Linger))
+	}
+	if spec.Compression != "" {
+		codec, err := codecOf(spec.Compression)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, kgo.ProducerBatchCompression(codec))
 	}
 	created := time.Now()
 	c, err := consumer.New(consumer.Config[[]byte, Order]{
@@ -228,6 +250,22 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 	}
 	s := c.Stats()
 	r.Processed, r.DeadLettered, r.Skipped, r.DLQErrors = s.Processed, s.DeadLettered, s.Skipped, s.DeadLetterWriteErrors
+	r.ProducedBatches, r.ProducedBytes, r.ProducedCompressed = produced.batches.Load(), produced.bytes.Load(), produced.compressed.Load()
 	r.Fetched = hook.fetched.Load() // fetches that ended after the window count too
 	return nil
+}
+
+// codecOf is the franz-go codec of a -compression name.
+func codecOf(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want none, snappy, lz4 or zstd", name)
 }

@@ -48,6 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 	fs.StringVar(&poison, "poison", "0,0.01,0.10", "comma-separated poison-pill ratios; each gets a fresh topic")
 	fs.IntVar(&o.Rounds, "rounds", 5, "rounds; each runs every ratio, bare then antidote, each run in its own process; medians are reported")
 	fs.DurationVar(&o.FetchMaxWait, "fetch-max-wait", 500*time.Millisecond, "kgo.FetchMaxWait of both consumers")
+	fs.StringVar(&o.Compression, "compression", "", "codec of the Antidote client's produce batches (the dead letters): none, snappy, lz4 or zstd (default: the client's, snappy)")
 	fs.StringVar(&linger, "linger", "", "kgo.ProducerLinger of the Antidote client, which paces its dead-letter writes, e.g. 0 (default: the consumer's, 0)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the generated data and of the poison-pill positions")
 	fs.StringVar(&o.Output, "o", "table", `output format: "table" or "json"`)
@@ -105,6 +106,11 @@ Flags:
 			return nil, fmt.Errorf("-linger: %q is not a duration >= 0", linger)
 		}
 		o.Linger = d
+	}
+	if o.Compression != "" {
+		if _, err := codecOf(o.Compression); err != nil {
+			return nil, fmt.Errorf("-compression: %w", err)
+		}
 	}
 	if o.Output != "table" && o.Output != "json" {
 		return nil, fmt.Errorf(`-o: %q: want "table" or "json"`, o.Output)
@@ -196,7 +202,7 @@ func printTable(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "  rounds    %d; each round runs every ratio, bare then antidote, each run in its own process with a fresh group; medians reported\n", r.Rounds)
 	fmt.Fprintf(w, "  window    %s\n", r.Window)
 	fmt.Fprintf(w, "  cpu, rss  %s\n", r.CPUWindow)
-	fmt.Fprintf(w, "  clients   kgo.FetchMaxWait %s for both; antidote producer linger: %s; GOMAXPROCS %d of %d CPUs\n", r.FetchMaxWait, r.Linger, r.GOMAXPROCS, r.NumCPU)
+	fmt.Fprintf(w, "  clients   kgo.FetchMaxWait %s for both; antidote producer linger: %s, compression: %s; GOMAXPROCS %d of %d CPUs\n", r.FetchMaxWait, r.Linger, r.Compression, r.GOMAXPROCS, r.NumCPU)
 	if r.Load != "" {
 		fmt.Fprintf(w, "  machine   load average %s at the start\n", r.Load)
 	}
@@ -246,6 +252,10 @@ func printTable(w io.Writer, r *Result) {
 			detail := fmt.Sprintf("seen %d, decode errors %d", run.Seen, run.DecodeErrors)
 			if run.Consumer == "antidote" {
 				detail = fmt.Sprintf("processed %d, dead-lettered %d", run.Processed, run.DeadLettered)
+				if run.ProducedBatches > 0 {
+					detail += fmt.Sprintf(" in %d produce batches (%.1f letters each, %s)", run.ProducedBatches,
+						float64(run.DeadLettered)/float64(run.ProducedBatches), compressed(run.ProducedBytes, run.ProducedCompressed))
+				}
 			}
 			if run.Fetched != row.Produced {
 				detail += fmt.Sprintf("  <-- FETCHED %d != PRODUCED %d", run.Fetched, row.Produced)
@@ -276,4 +286,12 @@ func fetched(s Summary) string {
 		return strconv.FormatInt(s.FetchedMax, 10)
 	}
 	return fmt.Sprintf("%d-%d", s.FetchedMin, s.FetchedMax)
+}
+
+// compressed describes the compression of the produced bytes.
+func compressed(raw, out int64) string {
+	if raw <= 0 || out >= raw {
+		return fmt.Sprintf("%.1f MB, not compressed", float64(raw)/1e6)
+	}
+	return fmt.Sprintf("%.1f MB compressed to %.0f%%", float64(raw)/1e6, 100*float64(out)/float64(raw))
 }

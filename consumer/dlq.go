@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -31,6 +32,13 @@ import (
 // an existing one), and sizes its produce batches for the dead-letter topic
 // (kgo.ProducerBatchMaxBytesFn). A letter over the limit first loses its error
 // message; one that still does not fit can never be written.
+//
+// Compression: letters go out with the client's codec, franz-go's default
+// snappy unless ClientOpts set kgo.ProducerBatchCompression. Letters hold
+// the record and ~600 bytes of failure headers, which snappy shrinks to a
+// quarter (BenchmarkLetterCompression, and the bench's batches) for about
+// 0.3 µs of CPU a letter: worth it for a topic that keeps every poison pill,
+// some of them large.
 type dlqWriter struct {
 	cl       *kgo.Client
 	adm      *kadm.Client
@@ -48,10 +56,11 @@ type dlqWriter struct {
 	// dead-letter topic); nil without retry topics.
 	isTier func(string) bool
 
-	mu      sync.Mutex
-	topics  map[string]*dlqTopic // by dead-letter (or retry) topic
-	srcSize map[string]int32     // partition counts of source topics
-	names   sync.Map             // source topic -> dead-letter topic
+	mu       sync.Mutex
+	topics   map[string]*dlqTopic      // by dead-letter (or retry) topic
+	srcSize  map[string]int32          // partition counts of source topics
+	names    sync.Map                  // source topic -> dead-letter topic
+	lastName atomic.Pointer[[2]string] // the newest source topic and its dead-letter topic
 }
 
 // LetterHeadroom is what a dead-letter topic created by the consumer accepts
@@ -84,11 +93,17 @@ func (w *dlqWriter) what(topic string) string {
 
 // topicFor returns the dead-letter topic of a source topic.
 func (w *dlqWriter) topicFor(source string) string {
+	// The newest topic first: one comparison and no hashing for a consumer
+	// of one topic.
+	if last := w.lastName.Load(); last != nil && last[0] == source {
+		return last[1]
+	}
 	if n, ok := w.names.Load(source); ok {
 		return n.(string)
 	}
 	n := w.tmpl.Name(source, w.group)
 	w.names.Store(source, n)
+	w.lastName.Store(&[2]string{source, n})
 	return n
 }
 
@@ -118,10 +133,17 @@ func (w *dlqWriter) batchMax(topic string) int32 {
 }
 
 // letter is one dead letter on its way to the dead-letter topic.
+//
+// Its first write produces tmpl itself, and a rewrite a fresh copy (see
+// [rewrite]): a write's promise is one of two functions, which find the
+// write from the record franz-go hands back (tmpl or rewrite.rec, the
+// first field of each), so that a send allocates no closure and, the first
+// time, nothing but its done channel.
 type letter struct {
+	tmpl     kgo.Record // the dead letter; first, see promiseFirst
+	w        *dlqWriter
 	src      *kgo.Record
 	f        *deadletter.Failure
-	tmpl     kgo.Record // the dead letter; each send produces a copy
 	stage    deadletter.Stage
 	class    failure.Class
 	reason   deadletter.Reason
@@ -136,7 +158,11 @@ type letter struct {
 	at       int64              // offset of the fetched record it settles (src is the original of a tier record)
 	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers)
 
-	cur *write // the latest write attempt
+	cur    *write // the latest write attempt
+	write0 write  // the first
+	// hdrs holds the first headers of a letter whose source record has at
+	// most inlineHeaders-failureHeaders headers.
+	hdrs [inlineHeaders]kgo.RecordHeader
 }
 
 // letterKind is what a letter is for.
@@ -150,9 +176,41 @@ const (
 
 // write is one attempt to write a letter.
 type write struct {
+	l     *letter
 	start time.Time
 	done  chan struct{} // closed when acknowledged or failed
 	err   error         // read after done
+}
+
+// rewrite is a write after the first, with the record it produces: a
+// fresh one, since the record of an abandoned write may still be in
+// franz-go's hands.
+type rewrite struct {
+	rec kgo.Record // first, see promiseRewrite
+	wr  write
+}
+
+// promiseFirst is the promise of a letter's first write, which produces
+// its tmpl: a pointer to a letter's first field is a pointer to the letter.
+func promiseFirst(r *kgo.Record, err error) {
+	(*letter)(unsafe.Pointer(r)).write0.finish(err)
+}
+
+// promiseRewrite is the promise of a later write, which produces the rec
+// of a rewrite.
+func promiseRewrite(r *kgo.Record, err error) {
+	(*rewrite)(unsafe.Pointer(r)).wr.finish(err)
+}
+
+// finish records the outcome of the write and closes done.
+func (wr *write) finish(err error) {
+	wr.err = err
+	close(wr.done)
+	l := wr.l
+	if h := l.w.hooks; h != nil && l.kind == kindDead {
+		h.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
+			DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
+	}
 }
 
 func (l *letter) isDone() bool {
@@ -179,10 +237,11 @@ func (l *letter) failed() bool { return l.skipped == "" && l.isDone() && !l.ok()
 func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
 	f.ClientID = w.clientID
 	l := &letter{
-		src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
-		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Key: rec.Key, Value: rec.Value},
+		w: w, src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
+		// The partitioner reads the source partition from Partition.
+		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Partition: rec.Partition, Key: rec.Key, Value: rec.Value},
 	}
-	l.tmpl.Headers = l.headers()
+	l.tmpl.Headers = l.headers(l.hdrs[:0])
 	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
 		l.shrink()
 	}
@@ -192,12 +251,18 @@ func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause erro
 // failureHeaders is how many failure headers a letter has at most.
 const failureHeaders = 17
 
+// inlineHeaders is how many headers a letter holds in itself.
+const inlineHeaders = 4 + failureHeaders
+
 // headers are the source record's headers followed by the failure headers,
 // appended in place: deadletter.Header and kgo.RecordHeader have the same
-// layout (checked by a test).
-func (l *letter) headers() []kgo.RecordHeader {
-	hs := make([]kgo.RecordHeader, len(l.src.Headers), len(l.src.Headers)+failureHeaders+len(l.extra))
-	copy(hs, l.src.Headers)
+// layout (checked by a test). They are written into to when it has room.
+func (l *letter) headers(to []kgo.RecordHeader) []kgo.RecordHeader {
+	hs := to[:0:cap(to)]
+	if n := len(l.src.Headers) + failureHeaders + len(l.extra); cap(hs) < n {
+		hs = make([]kgo.RecordHeader, 0, n)
+	}
+	hs = append(hs, l.src.Headers...)
 	dh := unsafe.Slice((*deadletter.Header)(unsafe.Pointer(unsafe.SliceData(hs))), cap(hs))[:len(hs)]
 	dh = l.f.AppendHeaders(dh)
 	return append(unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(dh))), len(dh)), l.extra...)
@@ -211,7 +276,9 @@ func (l *letter) shrink() bool {
 	}
 	l.shrunk = true
 	l.f.Message = "(dropped: the dead letter was over the topic's size limit)"
-	l.tmpl.Headers = l.headers()
+	// Fresh headers: the record of an abandoned write may still read the
+	// old ones.
+	l.tmpl.Headers = l.headers(nil)
 	return true
 }
 
@@ -245,42 +312,58 @@ var ErrLetterTooLarge = errors.New("consumer: dead letter larger than the dead-l
 //
 // The write does not end with the partition's context: a letter in flight
 // at a revoke or a shutdown gets WriteTimeout to be acknowledged, so that
-// it is committed rather than written again after the restart. Each send
-// produces a fresh record: an abandoned one may still be in franz-go's
-// hands.
+// it is committed rather than written again after the restart. The first
+// send produces l.tmpl, a later one a fresh copy: the record of an
+// abandoned write may still be in franz-go's hands.
 func (w *dlqWriter) send(ctx context.Context, l *letter) {
-	wr := &write{start: time.Now(), done: make(chan struct{})}
+	rec, promise := &l.tmpl, promiseFirst
+	wr := &l.write0
+	start := time.Now()
+	if l.tries > 0 {
+		rw := &rewrite{rec: kgo.Record{Topic: l.tmpl.Topic, Partition: l.src.Partition, Key: l.tmpl.Key, Value: l.tmpl.Value, Headers: l.tmpl.Headers}}
+		rec, promise, wr = &rw.rec, promiseRewrite, &rw.wr
+	}
+	// The record's timestamp is the write's start, which saves the client
+	// its own clock read.
+	rec.Timestamp = start
+	*wr = write{l: l, start: start, done: make(chan struct{})}
 	if l.tries == 0 {
 		l.first = wr.start
 	}
 	l.cur = wr
 	l.tries++
-	finish := func(err error) {
-		wr.err = err
-		close(wr.done)
-		if w.hooks != nil && l.kind == kindDead {
-			w.hooks.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
-				DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
+	limit, ok := w.ready(l.src.Topic, l.tmpl.Topic)
+	if !ok {
+		sources, err := w.sourcePartitions(ctx, l.src.Topic)
+		if err == nil {
+			err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
 		}
+		if err != nil {
+			wr.finish(err)
+			return
+		}
+		limit = w.limit(l.tmpl.Topic)
 	}
-	sources, err := w.sourcePartitions(ctx, l.src.Topic)
-	if err == nil {
-		err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
-	}
-	if err != nil {
-		finish(err)
-		return
-	}
-	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
-		finish(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
+	if limit > 0 && letterSize(&l.tmpl) > limit {
+		wr.finish(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit))
 		return
 	}
 	// The client bounds the write with WriteTimeout
-	// (kgo.RecordDeliveryTimeout); the partitioner reads the source
-	// partition from Partition.
-	out := l.tmpl
-	out.Partition = l.src.Partition
-	w.cl.Produce(context.Background(), &out, func(_ *kgo.Record, err error) { finish(err) })
+	// (kgo.RecordDeliveryTimeout).
+	w.cl.Produce(context.Background(), rec, promise)
+}
+
+// ready returns the size limit of a dead-letter topic when it is ready and
+// its source topic's partition count is known: what send checks, under one
+// lock.
+func (w *dlqWriter) ready(source, topic string) (int32, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.topics[topic]
+	if _, ok := w.srcSize[source]; !ok || t == nil || !t.ready {
+		return 0, false
+	}
+	return t.maxBytes, true
 }
 
 // nextWait is how long to wait before writing l again. A policy that gives

@@ -3,6 +3,8 @@ package consumer
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -63,8 +65,8 @@ var sinkLetter *letter
 // BenchmarkLetter measures the construction of one dead letter's record,
 // without a broker: "record" is what the consumer does for each poison pill
 // before the produce (the failure as partition.act builds it, then
-// dlqWriter.newLetter with its headers), "headers" only
-// deadletter.Failure.AppendHeaders and the copy into franz-go headers.
+// dlqWriter.newLetter with its headers), "headers" only the headers: the
+// source record's, then deadletter.Failure.AppendHeaders.
 func BenchmarkLetter(b *testing.B) {
 	w, rec, err := letterBench(b)
 	l := w.newLetter(rec, failureOf(rec, err, w.group), err)
@@ -81,15 +83,61 @@ func BenchmarkLetter(b *testing.B) {
 	b.Run("headers", func(b *testing.B) {
 		f := failureOf(rec, err, w.group)
 		f.ClientID = w.clientID
+		l := &letter{src: rec, f: f}
 		b.ReportAllocs()
 		for b.Loop() {
-			fh := f.AppendHeaders(make([]deadletter.Header, 0, 16))
-			hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+len(fh))
-			hs = append(hs, rec.Headers...)
-			for _, h := range fh {
-				hs = append(hs, kgo.RecordHeader(h))
-			}
-			sinkLetter = &letter{tmpl: kgo.Record{Headers: hs}}
+			l.tmpl.Headers = l.headers(l.hdrs[:0])
 		}
+		sinkLetter = l
 	})
+}
+
+// BenchmarkLetterCompression measures what franz-go's compression of the
+// dead letters costs, per letter: the bytes of a batch of 22 letters (their
+// keys, values, header names and values; the bench's batches hold about as
+// many) compressed with each codec, as the client compresses a produce
+// batch. The letters differ as the bench's do: their offsets, timestamps,
+// ids and the letters of the note. It reports the compressed size in
+// percent of the input.
+func BenchmarkLetterCompression(b *testing.B) {
+	w, rec, err := letterBench(b)
+	const perBatch = 22
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var batch []byte
+	for i := range perBatch {
+		r := *rec
+		r.Offset += int64(i * 10)
+		r.Timestamp = r.Timestamp.Add(time.Duration(rnd.IntN(1e9)))
+		note := make([]byte, 120)
+		for j := range note {
+			note[j] = byte('a' + rnd.IntN(26))
+		}
+		r.Value = fmt.Appendf(nil, `{"id":%d,"customer":"customer-%05d","sku":"SKU-%06d","note":"%s`, r.Offset, rnd.IntN(1e5), rnd.IntN(1e6), note)
+		l := w.newLetter(&r, failureOf(&r, err, w.group), err)
+		batch = append(append(batch, l.tmpl.Key...), l.tmpl.Value...)
+		for _, h := range l.tmpl.Headers {
+			batch = append(append(batch, h.Key...), h.Value...)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		codec kgo.CompressionCodec
+	}{{"snappy", kgo.SnappyCompression()}, {"lz4", kgo.Lz4Compression()}, {"zstd", kgo.ZstdCompression()}} {
+		b.Run(c.name, func(b *testing.B) {
+			comp, cerr := kgo.DefaultCompressor(c.codec)
+			if cerr != nil {
+				b.Fatal(cerr)
+			}
+			var dst bytes.Buffer
+			var out []byte
+			b.ReportAllocs()
+			b.SetBytes(int64(len(batch) / perBatch))
+			for b.Loop() {
+				dst.Reset()
+				out, _ = comp.Compress(&dst, batch)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perBatch, "ns/letter")
+			b.ReportMetric(100*float64(len(out))/float64(len(batch)), "%size")
+		})
+	}
 }

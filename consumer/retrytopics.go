@@ -758,9 +758,10 @@ func (p *partition[K, V]) park(rec *kgo.Record, o *origin, prev *deadletter.Fail
 func (p *partition[K, V]) tierLetter(o *origin, f *deadletter.Failure, cause error, tier int, extra []kgo.RecordHeader, kind letterKind) *letter {
 	w := p.c.dlq
 	f.ClientID = w.clientID
-	l := &letter{src: o.rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause, kind: kind, extra: extra,
-		tmpl: kgo.Record{Topic: p.c.tiers.names[o.rec.Topic][tier], Key: o.rec.Key, Value: o.rec.Value}}
-	l.tmpl.Headers = l.headers()
+	l := &letter{w: w, src: o.rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause, kind: kind, extra: extra,
+		// The partitioner reads the source partition from Partition.
+		tmpl: kgo.Record{Topic: p.c.tiers.names[o.rec.Topic][tier], Partition: o.rec.Partition, Key: o.rec.Key, Value: o.rec.Value}}
+	l.tmpl.Headers = l.headers(l.hdrs[:0])
 	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
 		l.shrink()
 	}

@@ -96,28 +96,24 @@ type Failure struct {
 }
 
 // AppendHeaders appends f's failure headers to hs and returns the result.
-// Every value is written into one buffer: the headers of one letter cost two
-// allocations (that buffer, and hs if it must grow), not one per header.
+//
+// The values of the text headers are f's strings (truncated when over the
+// size bounds) and share their memory; the numbers and times are written
+// into one buffer. So the headers of one letter cost at most two
+// allocations (that buffer, and hs if it must grow), and nothing is copied
+// that several letters share (the stage, the topic, the group). The values
+// must not be modified.
 func (f *Failure) AppendHeaders(hs []Header) []Header {
-	errType := Truncate(f.ErrorType, MaxValueBytes)
-	errStage := Truncate(f.ErrorStage, MaxValueBytes)
-	msg := Truncate(f.Message, MaxMessageBytes)
-	group := Truncate(f.Group, MaxValueBytes)
-	client := Truncate(f.ClientID, MaxValueBytes)
 	// 3 timestamps of len(TimeLayout)+3 at most (a UTC "Z" is shorter than
 	// an offset), 4 numbers of 20 digits at most.
-	n := len(f.Stage) + len(f.Reason) + len(f.Class) + len(errType) + len(errStage) + len(msg) +
-		len(f.Topic) + len(group) + len(client) + 3*(len(TimeLayout)+3) + 4*20
-	buf := make([]byte, 0, n)
+	buf := make([]byte, 0, 3*(len(TimeLayout)+3)+4*20)
 	add := func(k string, v []byte) {
 		// The value is the part of buf written since v's start; cap it so
 		// that nobody can append into the next value.
 		hs = append(hs, Header{Key: k, Value: v[:len(v):len(v)]})
 	}
 	str := func(k, v string) {
-		start := len(buf)
-		buf = append(buf, v...)
-		add(k, buf[start:])
+		hs = append(hs, Header{Key: k, Value: bytesOf(v)})
 	}
 	num := func(k string, v int64) {
 		start := len(buf)
@@ -132,26 +128,36 @@ func (f *Failure) AppendHeaders(hs []Header) []Header {
 	str(HeaderStage, string(f.Stage))
 	str(HeaderReason, string(f.Reason))
 	str(HeaderClass, f.Class)
-	str(HeaderErrorType, errType)
-	if errStage != "" {
+	str(HeaderErrorType, Truncate(f.ErrorType, MaxValueBytes))
+	if errStage := Truncate(f.ErrorStage, MaxValueBytes); errStage != "" {
 		str(HeaderErrorStage, errStage)
 	}
-	str(HeaderErrorMessage, msg)
+	str(HeaderErrorMessage, Truncate(f.Message, MaxMessageBytes))
 	str(HeaderOriginalTopic, f.Topic)
 	num(HeaderOriginalPartition, int64(f.Partition))
 	num(HeaderOriginalOffset, f.Offset)
 	tm(HeaderOriginalTimestamp, f.Timestamp)
 	num(HeaderOriginalHeaders, int64(f.OriginalHeaders))
-	if group != "" {
+	if group := Truncate(f.Group, MaxValueBytes); group != "" {
 		str(HeaderGroup, group)
 	}
-	if client != "" {
+	if client := Truncate(f.ClientID, MaxValueBytes); client != "" {
 		str(HeaderClientID, client)
 	}
 	num(HeaderAttempts, int64(f.Attempts))
 	tm(HeaderFirstFailure, f.First)
 	tm(HeaderLastFailure, f.Last)
 	return hs
+}
+
+// bytesOf returns the bytes of s, without a copy: they must not be modified.
+// An empty string has the empty, non-nil value (a header value, unlike a
+// null one).
+func bytesOf(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // appendTime appends t in TimeLayout, in UTC, as t.UTC().AppendFormat does
@@ -164,22 +170,18 @@ func appendTime(b []byte, t time.Time) []byte {
 	}
 	hour, minute, sec := t.Clock()
 	ms := t.Nanosecond() / int(time.Millisecond)
-	two := func(b []byte, v int) []byte { return append(b, byte('0'+v/10), byte('0'+v%10)) }
-	b = two(b, year/100)
-	b = two(b, year%100)
-	b = append(b, '-')
-	b = two(b, int(month))
-	b = append(b, '-')
-	b = two(b, day)
-	b = append(b, 'T')
-	b = two(b, hour)
-	b = append(b, ':')
-	b = two(b, minute)
-	b = append(b, ':')
-	b = two(b, sec)
-	b = append(b, '.', byte('0'+ms/100))
-	b = two(b, ms%100)
-	return append(b, 'Z')
+	a := [len("2006-01-02T15:04:05.000Z")]byte{4: '-', 7: '-', 10: 'T', 13: ':', 16: ':', 19: '.', 23: 'Z'}
+	two := func(i, v int) { a[i], a[i+1] = byte('0'+v/10), byte('0'+v%10) }
+	two(0, year/100)
+	two(2, year%100)
+	two(5, int(month))
+	two(8, day)
+	two(11, hour)
+	two(14, minute)
+	two(17, sec)
+	a[20] = byte('0' + ms/100)
+	two(21, ms%100)
+	return append(b, a[:]...)
 }
 
 // ErrMissingHeader is returned by [ParseHeaders] when a record lacks a
@@ -312,7 +314,9 @@ func headerIndex(k string) int {
 // marks a cut with a trailing "…". Invalid UTF-8 is replaced, so the result is
 // always valid UTF-8.
 func Truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	if !utf8.ValidString(s) { // ValidString is the faster check
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	if len(s) <= n {
 		return s
 	}
