@@ -9,6 +9,7 @@ require (
 	github.com/antidote-kafka/antidote/serde/jsonschema v0.0.0-00010101000000-000000000000
 	github.com/antidote-kafka/antidote/serde/protobuf v0.0.0-00010101000000-000000000000
 	github.com/goccy/go-yaml v1.19.2
+	github.com/hamba/avro/v2 v2.31.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
@@ -27,7 +28,6 @@ require (
 	github.com/bufbuild/protocompile v0.14.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
-	github.com/hamba/avro/v2 v2.31.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect

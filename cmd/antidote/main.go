@@ -141,7 +141,7 @@ test your own consumers with poison pills of every kind (antidote poison).`,
 	root.Version = version()
 	root.SetVersionTemplate("antidote {{.Version}}\n")
 
-	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd())
+	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd(), newRunCmd())
 	registerCompletions(root)
 	wrapArgs(root)
 	return root
