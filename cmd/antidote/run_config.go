@@ -69,18 +69,18 @@ type runAdmin struct {
 }
 
 type runPipeline struct {
-	Name           string          `yaml:"name"`
-	Topics         []string        `yaml:"topics"`
-	Group          string          `yaml:"group"`
-	GroupProtocol  string          `yaml:"group-protocol"`
-	Value          runCodec        `yaml:"value"`
-	Sink           runSink         `yaml:"sink"`
-	Policy         runPolicy       `yaml:"policy"`
-	DeadLetter     runDeadLetter   `yaml:"dead-letter"`
-	CommitInterval time.Duration   `yaml:"commit-interval"`
-	FloodGuard     *runFloodGuard  `yaml:"flood-guard"`
-	Buffer         runBuffer       `yaml:"buffer"`
-	Attempts       *runAttempts    `yaml:"durable-attempts"`
+	Name           string         `yaml:"name"`
+	Topics         []string       `yaml:"topics"`
+	Group          string         `yaml:"group"`
+	GroupProtocol  string         `yaml:"group-protocol"`
+	Value          runCodec       `yaml:"value"`
+	Sink           runSink        `yaml:"sink"`
+	Policy         runPolicy      `yaml:"policy"`
+	DeadLetter     runDeadLetter  `yaml:"dead-letter"`
+	CommitInterval time.Duration  `yaml:"commit-interval"`
+	FloodGuard     *runFloodGuard `yaml:"flood-guard"`
+	Buffer         runBuffer      `yaml:"buffer"`
+	Attempts       *runAttempts   `yaml:"durable-attempts"`
 }
 
 type runCodec struct {

@@ -49,10 +49,10 @@ func (e *fileError) Error() string {
 // came from a substitution.
 type yamlDoc struct {
 	file     string
-	dir      string            // relative ${file:} paths are relative to it
-	lines    map[string]int    // key path → line
-	byLine   map[int]string    // line → the key path that starts there
-	secret   map[string]bool   // key paths whose value came from ${...}
+	dir      string          // relative ${file:} paths are relative to it
+	lines    map[string]int  // key path → line
+	byLine   map[int]string  // line → the key path that starts there
+	secret   map[string]bool // key paths whose value came from ${...}
 	getenv   func(string) (string, bool)
 	readFile func(string) ([]byte, error)
 }
