@@ -210,15 +210,18 @@ func loadRunFile(path string) (*runPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, unwrapPath(err))
 	}
-	return parseRunFile(path, b, nil)
+	return parseRunFile(path, b, nil, nil)
 }
 
-// parseRunFile validates b, the contents of file. getenv replaces
-// os.LookupEnv when set.
-func parseRunFile(file string, b []byte, getenv func(string) (string, bool)) (*runPlan, error) {
+// parseRunFile validates b, the contents of file. getenv and readFile
+// replace os.LookupEnv and os.ReadFile when set.
+func parseRunFile(file string, b []byte, getenv func(string) (string, bool), readFile func(string) ([]byte, error)) (*runPlan, error) {
 	p := &runPlan{file: file, doc: newYAMLDoc(file)}
 	if getenv != nil {
 		p.doc.getenv = getenv
+	}
+	if readFile != nil {
+		p.doc.readFile = readFile
 	}
 	if err := p.doc.decode(b, &p.cfg); err != nil {
 		return nil, err

@@ -264,24 +264,38 @@ func (d *yamlDoc) scalar(n ast.Node, s string, t reflect.Type, path string) (ast
 	} else {
 		d.secret[path] = true
 	}
-	if t.Kind() == reflect.String || t.Kind() == reflect.Slice || t.Kind() == reflect.Interface || t == durationType {
-		if sn, ok := n.(*ast.StringNode); ok {
-			sn.Value = v
-			return sn, nil
+	// The decoder reads numbers from a string node; the value is checked
+	// here, so that a bad one is reported at its key.
+	sn, isString := n.(*ast.StringNode)
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if t == durationType {
+			break
 		}
-		if ln, ok := n.(*ast.LiteralNode); ok {
-			ln.Value.Value = v
-			return ln, nil
+		if _, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+			return nil, d.errAt(path, "the substituted value %q is not an integer", safe(v))
 		}
+	case reflect.Float32, reflect.Float64:
+		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			return nil, d.errAt(path, "the substituted value %q is not a number", safe(v))
+		}
+	case reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil || !isString {
+			return nil, d.errAt(path, "the substituted value %q is not true or false", safe(v))
+		}
+		tk := *sn.Token
+		tk.Value = strconv.FormatBool(b)
+		return ast.Bool(&tk), nil
 	}
-	if strings.ContainsAny(v, "\n{}[],&*#?|<>=!%@`'\"") {
-		return nil, d.errAt(path, "the substituted value %q is not a %s", safe(v), t.Kind())
+	if isString {
+		sn.Value = v
+		return sn, nil
 	}
-	f, err := parser.ParseBytes([]byte(v), 0)
-	if err != nil || len(f.Docs) != 1 || f.Docs[0].Body == nil {
-		return nil, d.errAt(path, "the substituted value %q is not a %s", safe(v), t.Kind())
+	if ln, ok := n.(*ast.LiteralNode); ok {
+		ln.Value.Value = v
 	}
-	return f.Docs[0].Body, nil
+	return n, nil
 }
 
 // substitute replaces ${VAR} by the environment variable VAR and
