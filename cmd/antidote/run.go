@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -224,6 +225,26 @@ func newRunLogger(w io.Writer, format, level string) *slog.Logger {
 // forceExit ends the process on the second interrupt.
 var forceExit = func() { os.Exit(exitInterrupted) }
 
+// watchInterrupts calls force at the second signal on sig, until done.
+func watchInterrupts(sig <-chan os.Signal, done <-chan struct{}, log *slog.Logger, force func()) {
+	n := 0
+	for {
+		select {
+		case s := <-sig:
+			n++
+			if n == 1 {
+				log.Info("draining: in-flight records are left unsettled, settled offsets are committed; interrupt again to exit at once", "signal", s.String())
+				continue
+			}
+			log.Warn("second signal: exiting at once; records settled since the last commit will be redelivered", "signal", s.String())
+			force()
+			return
+		case <-done:
+			return
+		}
+	}
+}
+
 // run runs every pipeline until the command's context ends (SIGTERM,
 // Ctrl-C) or one of them halts.
 func (p *runPlan) run(cmd *cobra.Command, o runOptions) error {
@@ -234,22 +255,14 @@ func (p *runPlan) run(cmd *cobra.Command, o runOptions) error {
 	log := newRunLogger(cmd.ErrOrStderr(), cmp(o.logFormat, p.cfg.Log.Format), p.cfg.Log.Level)
 	ctx := cmd.Context()
 
-	// A second Ctrl-C forces: the first one ended ctx (see run in main.go).
+	// The first SIGINT or SIGTERM ends ctx (see run in main.go) and drains;
+	// a second one forces.
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	go func() {
-		<-ctx.Done()
-		select {
-		case <-sig: // the interrupt that ended ctx, if it was one
-		case <-time.After(100 * time.Millisecond):
-		}
-		for range sig {
-			log.Warn("second interrupt: exiting at once; records settled since the last commit will be redelivered")
-			forceExit()
-			return
-		}
-	}()
+	done := make(chan struct{})
+	defer close(done)
+	go watchInterrupts(sig, done, log, forceExit)
 
 	rt, err := p.build(rc, log)
 	if err != nil {
