@@ -130,6 +130,9 @@ func checkCommittedAtEnd(t *testing.T, c *kafkatest.Cluster, group, topic string
 	}
 	ends.Each(func(e kadm.ListedOffset) {
 		got, ok := committed.Lookup(topic, e.Partition)
+		if e.Offset == 0 && !ok {
+			return // an empty partition: nothing to commit
+		}
 		if !ok || got.At != e.Offset {
 			t.Errorf("group %s, %s/%d: committed %v (found %v), end %d", group, topic, e.Partition, got.At, ok, e.Offset)
 		}
