@@ -81,6 +81,7 @@ A change of the file takes a restart (see examples/README.md).`,
 	f.BoolVar(&o.check, "check", false, "validate the file, print the resolved pipelines and exit, without connecting")
 	f.StringVar(&o.logFormat, "log-format", "", "log format: text or json (default: the file's log.format, else text)")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
+	_ = cmd.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -23,8 +23,9 @@ import (
 // The value of a pipeline decodes to the bytes a sink sends: the output of
 // the stages for bytes, the UTF-8 text for string, the JSON for json and
 // json-schema, and the record as JSON for avro (hamba/avro's generic
-// decoding: bytes and fixed as base64, unions as {"type": value} where the
-// type is not null).
+// decoding resolved to the reader schema: bytes and fixed as base64, a union
+// of null and one type as that type's value or null, any other union as
+// {"type": value}).
 
 // contentTypes are the Content-Type of each format.
 var contentTypes = map[string]string{

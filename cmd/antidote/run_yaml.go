@@ -49,10 +49,9 @@ func (e *fileError) Error() string {
 // came from a substitution.
 type yamlDoc struct {
 	file     string
-	dir      string          // relative ${file:} paths are relative to it
-	lines    map[string]int  // key path → line
-	byLine   map[int]string  // line → the key path that starts there
-	secret   map[string]bool // key paths whose value came from ${...}
+	dir      string         // relative ${file:} paths are relative to it
+	lines    map[string]int // key path → line
+	byLine   map[int]string // line → the key path that starts there
 	getenv   func(string) (string, bool)
 	readFile func(string) ([]byte, error)
 }
@@ -90,7 +89,7 @@ func parentPath(p string) string {
 func newYAMLDoc(file string) *yamlDoc {
 	return &yamlDoc{
 		file: file, dir: filepath.Dir(file),
-		lines: map[string]int{}, byLine: map[int]string{}, secret: map[string]bool{},
+		lines: map[string]int{}, byLine: map[int]string{},
 		getenv: os.LookupEnv, readFile: os.ReadFile,
 	}
 }
@@ -253,16 +252,12 @@ func (d *yamlDoc) scalar(n ast.Node, s string, t reflect.Type, path string) (ast
 	if !strings.Contains(s, "$") {
 		return n, nil
 	}
-	v, subst, err := d.substitute(s)
+	v, err := d.substitute(s)
 	if err != nil {
 		return nil, d.errAt(path, "%v", err)
 	}
-	if !subst {
-		if v == s {
-			return n, nil
-		}
-	} else {
-		d.secret[path] = true
+	if v == s {
+		return n, nil
 	}
 	// The decoder reads numbers from a string node; the value is checked
 	// here, so that a bad one is reported at its key.
@@ -300,15 +295,14 @@ func (d *yamlDoc) scalar(n ast.Node, s string, t reflect.Type, path string) (ast
 
 // substitute replaces ${VAR} by the environment variable VAR and
 // ${file:path} by the contents of the file (without trailing newlines).
-// $${ is a literal ${. It reports whether anything was substituted.
-func (d *yamlDoc) substitute(s string) (string, bool, error) {
+// $${ is a literal ${.
+func (d *yamlDoc) substitute(s string) (string, error) {
 	var b strings.Builder
-	subst := false
 	for {
 		i := strings.Index(s, "${")
 		if i < 0 {
 			b.WriteString(s)
-			return b.String(), subst, nil
+			return b.String(), nil
 		}
 		if i > 0 && s[i-1] == '$' {
 			b.WriteString(s[:i] + "{")
@@ -317,32 +311,31 @@ func (d *yamlDoc) substitute(s string) (string, bool, error) {
 		}
 		end := strings.IndexByte(s[i:], '}')
 		if end < 0 {
-			return "", false, fmt.Errorf("%q: ${ without its closing }", safe(s[i:]))
+			return "", fmt.Errorf("%q: ${ without its closing }", safe(s[i:]))
 		}
 		b.WriteString(s[:i])
 		ref := s[i+2 : i+end]
 		s = s[i+end+1:]
-		subst = true
 		if p, ok := strings.CutPrefix(ref, "file:"); ok {
 			if p == "" {
-				return "", false, errors.New("${file:}: no path")
+				return "", errors.New("${file:}: no path")
 			}
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(d.dir, p)
 			}
 			c, err := d.readFile(p)
 			if err != nil {
-				return "", false, fmt.Errorf("${file:%s}: %w", ref[5:], unwrapPath(err))
+				return "", fmt.Errorf("${file:%s}: %w", ref[5:], unwrapPath(err))
 			}
 			b.WriteString(strings.TrimRight(string(c), "\r\n"))
 			continue
 		}
 		if !validEnvName(ref) {
-			return "", false, fmt.Errorf("${%s}: not an environment variable name (letters, digits, _) nor file:PATH", safe(ref))
+			return "", fmt.Errorf("${%s}: not an environment variable name (letters, digits, _) nor file:PATH", safe(ref))
 		}
 		v, ok := d.getenv(ref)
 		if !ok {
-			return "", false, fmt.Errorf("${%s}: the environment variable %s is not set", ref, ref)
+			return "", fmt.Errorf("${%s}: the environment variable %s is not set", ref, ref)
 		}
 		b.WriteString(v)
 	}
