@@ -156,7 +156,7 @@ func (p *runPlan) connection(cmd *cobra.Command) (*runConn, error) {
 func (p *runPlan) check(cmd *cobra.Command) error {
 	rc, err := p.connection(cmd)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "%s: valid\n", p.file)
@@ -251,7 +251,7 @@ func watchInterrupts(sig <-chan os.Signal, done <-chan struct{}, log *slog.Logge
 func (p *runPlan) run(cmd *cobra.Command, o runOptions) error {
 	rc, err := p.connection(cmd)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	log := newRunLogger(cmd.ErrOrStderr(), cmp(o.logFormat, p.cfg.Log.Format), p.cfg.Log.Level)
 	ctx := cmd.Context()

@@ -232,3 +232,32 @@ func FuzzRunConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestRunCheckContext: a pipelines file may name a context of the antidote
+// config file; --check resolves it (and its SASL secret) without
+// connecting, and names a missing context with the ones there are.
+func TestRunCheckContext(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("contexts:\n  prod:\n    brokers: [kafka-1:9093, kafka-2:9093]\n    sasl: {mechanism: SCRAM-SHA-512, username: app, password-file: "+pw+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.SplitN(pipelineYAML, "pipelines:\n", 2)[1]
+	run := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(run, []byte("context: prod\npipelines:\n"+body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "--config", cfg, "run", "--check", "-c", run)
+	if code != 0 || !strings.Contains(out, "kafka-1:9093,kafka-2:9093 (context prod of "+cfg+", SASL SCRAM-SHA-512)") || strings.Contains(out, "hunter2") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.WriteFile(run, []byte("context: staging\npipelines:\n"+body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCmd(t, "--config", cfg, "run", "--check", "-c", run)
+	checkOneLineError(t, code, exitUsage, errOut, `run.yaml:1: context: "staging" is not a context of `+cfg+" (it has: prod)")
+}

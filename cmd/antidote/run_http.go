@@ -97,6 +97,7 @@ func newHTTPSink(c *runHTTP, contentType string) (*httpSink, error) {
 		DialContext:           (&net.Dialer{Timeout: min(timeout, 30*time.Second), KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:          n,
 		MaxIdleConnsPerHost:   n,
+		MaxConnsPerHost:       n,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   min(timeout, 10*time.Second),
 		ExpectContinueTimeout: time.Second,
