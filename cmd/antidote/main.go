@@ -1,6 +1,8 @@
 // Command antidote is the operations tool of Antidote: a zero-setup demo of a
 // poison-pill-proof consumer, dead-letter tooling, a web console for dead
-// letters, and a poison-pill generator to test any consumer.
+// letters, a poison-pill generator to test any consumer, and antidote run,
+// which runs poison-pill-safe consumers from a YAML file and hands their
+// records to an HTTP service or a topic.
 //
 // Exit codes: 0 success, 1 failure, 2 usage error (unknown command or flag,
 // bad flag value, missing argument), 130 interrupted.
@@ -102,7 +104,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "antidote",
-		Short: "Poison-pill-proof Kafka consumers: demo, dead-letter tooling, poison-pill generator",
+		Short: "Poison-pill-proof Kafka consumers: demo, dead-letter tooling, poison-pill generator, run",
 		Long: `antidote makes Kafka consumers immune to poison pills.
 
 Start with the demo: it needs no Kafka, no setup, and shows what happens to
@@ -110,9 +112,11 @@ every record of a stream full of real-life poison pills:
 
   antidote demo
 
-Then inspect and repair dead-letter topics on any cluster (antidote dlq), and
-test your own consumers with poison pills of every kind (antidote poison).
-Look at dead letters in a browser: antidote ui.`,
+Then inspect and repair dead-letter topics on any cluster (antidote dlq),
+test your own consumers with poison pills of every kind (antidote poison),
+look at dead letters in a browser (antidote ui), and run consumers for
+services in any language from a YAML file, pushing each record to an HTTP
+service or a topic (antidote run).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Errors of flag parsing are usage errors.
@@ -142,7 +146,7 @@ Look at dead letters in a browser: antidote ui.`,
 	root.Version = version()
 	root.SetVersionTemplate("antidote {{.Version}}\n")
 
-	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd(), newUICmd())
+	root.AddCommand(newDemoCmd(), newPoisonCmd(), newDLQCmd(), newCtlCmd(), newUICmd(), newRunCmd())
 	registerCompletions(root)
 	wrapArgs(root)
 	return root
