@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/antidote-kafka/antidote/admin"
+	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/metrics/prom"
 	"github.com/antidote-kafka/antidote/serde/avro"
@@ -197,6 +200,7 @@ func redactURLs(s string) string {
 
 // runtime is what antidote run runs: a consumer and a sink per pipeline.
 type runtime struct {
+	conn      *runConn // the cluster, for the console
 	log       *slog.Logger
 	reg       *prometheus.Registry
 	registry  *avro.Registry
@@ -313,7 +317,7 @@ func (p *runPlan) run(cmd *cobra.Command, o runOptions) error {
 
 // build makes every pipeline's consumer and sink. Nothing runs yet.
 func (p *runPlan) build(rc *runConn, log *slog.Logger) (_ *runtime, err error) {
-	rt := &runtime{log: log, reg: prometheus.NewRegistry(), consumers: map[string]*consumer.Consumer[[]byte, []byte]{}}
+	rt := &runtime{conn: rc, log: log, reg: prometheus.NewRegistry(), consumers: map[string]*consumer.Consumer[[]byte, []byte]{}}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -415,9 +419,30 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 	for n, c := range rt.consumers {
 		cs[n] = c
 	}
+	// One token for the admin API and its console (/ui/).
+	tok := strings.TrimSpace(a.Token)
+	if tok == "" {
+		tok = strings.TrimSpace(os.Getenv(admin.EnvToken))
+	}
+	if tok == "" {
+		var b [24]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		tok = hex.EncodeToString(b[:])
+		log.Warn("admin API and console: no token set; this one is valid until the process stops", "token", tok)
+	}
+	con, err := console.New(console.Config{
+		ClientOpts: append([]kgo.Opt{kgo.SeedBrokers(rt.conn.brokers...)}, rt.conn.opts...),
+		Consumers:  cs, Token: tok, Prefix: "/ui/", Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
 	h, err := admin.New(admin.Config{
 		Consumers:   cs,
-		Token:       a.Token,
+		Token:       tok,
+		Console:     con,
 		Metrics:     promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}),
 		OpenReads:   a.OpenReads,
 		AllowRemote: a.AllowRemote,
@@ -443,6 +468,7 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 		case <-done:
 		case <-time.After(10 * time.Second):
 		}
+		con.Close()
 	}, nil
 }
 

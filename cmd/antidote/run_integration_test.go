@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -315,6 +316,18 @@ pipelines:
 	}, logs.String)
 	if fams["pipeline"] < float64(n) {
 		t.Errorf("antidote_records_total{pipeline=\"svc\"} = %v, want %d", fams["pipeline"], n)
+	}
+	// The web console of the pipelines, under /ui/ with the same token.
+	req, _ := http.NewRequest(http.MethodGet, u+"/ui/consumers/svc", nil)
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "svc") {
+		t.Errorf("GET /ui/consumers/svc: %d\n%.400s", resp.StatusCode, page)
 	}
 
 	code, out := stop()
