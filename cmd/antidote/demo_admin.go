@@ -80,7 +80,7 @@ func (a *demoAdmin) clientOpt() kgo.Opt {
 
 // start serves the admin API for c until close, and prints where and how
 // to reach it.
-func (a *demoAdmin) start(c *consumer.Consumer[string, Order], log *slog.Logger, l *live, stderr io.Writer) error {
+func (a *demoAdmin) start(c admin.Consumer, log *slog.Logger, l *live, stderr io.Writer) error {
 	if a == nil {
 		return nil
 	}
