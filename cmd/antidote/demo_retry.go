@@ -470,7 +470,11 @@ func (r *demoRun) newRetryConsumer(logger *slog.Logger) (demoConsumer, error) {
 			kgo.FetchMaxWait(500 * time.Millisecond),
 			kgo.ProducerLinger(0),
 			kgo.DialTimeout(min(r.g.timeout, 10*time.Second)),
-			r.admin.clientOpt(),
+			// No franz-go client metrics (kprom) with --admin: the consumer
+			// reads the tiers with clients of its own made from these
+			// options, and a kprom.Metrics registers its collectors again
+			// for each new client, which panics. The consumer's own metrics
+			// are served all the same.
 		},
 		Logger: logger,
 	})

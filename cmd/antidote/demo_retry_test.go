@@ -139,10 +139,11 @@ func checkRetrySummary(t *testing.T, code int, stdout, stderr string, exact bool
 }
 
 // TestDemoRetryTopics runs the retry-topics demo on its own in-process
-// cluster.
+// cluster, with the admin API (whose metrics once panicked when the
+// consumer made its tier reader).
 func TestDemoRetryTopics(t *testing.T) {
 	t.Setenv(EnvBrokers, "")
-	code, stdout, stderr := runCmd(t, shortRetryDemo...)
+	code, stdout, stderr := runCmd(t, append(slices.Clone(shortRetryDemo), "--admin", "127.0.0.1:0")...)
 	s := checkRetrySummary(t, code, stdout, stderr, true)
 	if s.Cluster != "kfake" || s.Topic != "orders" || s.Outage != nil {
 		t.Errorf("cluster %s, topic %s, outage %+v", s.Cluster, s.Topic, s.Outage)
