@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -214,6 +215,10 @@ type retryWatch struct {
 	waited      time.Duration
 	otherEvents int          // events of other orders processed meanwhile
 	otherOrders map[int]bool // and their orders
+	// From produced to processed: the events of orders without a flaky
+	// payment, and the longest of a flaky payment.
+	latencies  []time.Duration
+	paidLatest time.Duration
 	// What the tiers hold (written and not committed), at the last poll
 	// and at most.
 	held, peak []int64
@@ -253,7 +258,7 @@ func (r *demoRun) handleEvent(ctx context.Context, rec *consumer.Record[string, 
 		return failure.Transient(&failure.HTTPError{StatusCode: 503, Err: errPaymentDown})
 	}
 	k := recKey{rec.Raw.Partition, rec.Raw.Offset}
-	w.processed(e, k, rec.Attempt, rec.Tier)
+	w.processed(e, k, rec.Attempt, rec.Tier, time.Since(rec.Raw.Timestamp))
 	r.ledger.done(k, rec.Attempt, false)
 	return nil
 }
@@ -297,7 +302,7 @@ func (w *retryWatch) stopWaiting(order int) {
 // processed notes an event the handler completed, and checks its order: an
 // event processed (for the first time) after a later event of its order is
 // a violation.
-func (w *retryWatch) processed(e OrderEvent, k recKey, attempt, tier int) {
+func (w *retryWatch) processed(e OrderEvent, k recKey, attempt, tier int, latency time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ev := planEvent{e.OrderID, e.Seq}
@@ -312,6 +317,11 @@ func (w *retryWatch) processed(e OrderEvent, k recKey, attempt, tier int) {
 	}
 	if tier > 0 {
 		w.tierOf[k] = tier
+	}
+	if w.plan.flakyFailures(e.OrderID) == 0 {
+		w.latencies = append(w.latencies, latency)
+	} else if e.Event == orderEvents[paidSeq-1] {
+		w.paidLatest = max(w.paidLatest, latency)
 	}
 	if e.Event == orderEvents[paidSeq-1] && attempt > 1 {
 		if tier > 0 && tier <= len(w.paidFrom) {
@@ -525,6 +535,12 @@ type demoOthersWhileWait struct {
 	Events    int   `json:"events"`
 	Orders    int   `json:"orders"`
 	WaitingMS int64 `json:"waiting_ms"`
+	// From produced to processed, for the events of the orders without a
+	// flaky payment: the median and the 99th percentile. PaidMaxMS is the
+	// longest for a flaky payment.
+	LatencyP50MS int64 `json:"latency_p50_ms"`
+	LatencyP99MS int64 `json:"latency_p99_ms"`
+	PaidMaxMS    int64 `json:"paid_max_ms"`
 }
 
 // summary fills the retry part of s. written are the records written to
@@ -540,7 +556,9 @@ func (w *retryWatch) summary(s *demoSummary, st consumer.Stats, written []int64)
 		InPlaceTries: retryInPlace, Orders: len(w.maxSeq), Events: len(w.seen),
 		PaidInPlace: w.paidInPlace, DeadLetteredAfterTiers: w.exhausted,
 		Forwarded: st.Forwarded, Parked: st.Parked,
-		Others: demoOthersWhileWait{Events: w.otherEvents, Orders: len(w.otherOrders), WaitingMS: waited.Milliseconds()},
+		Others: demoOthersWhileWait{Events: w.otherEvents, Orders: len(w.otherOrders), WaitingMS: waited.Milliseconds(),
+			LatencyP50MS: quantile(w.latencies, 0.5).Milliseconds(), LatencyP99MS: quantile(w.latencies, 0.99).Milliseconds(),
+			PaidMaxMS: w.paidLatest.Milliseconds()},
 	}
 	for _, e := range w.plan.events {
 		if e.seq == paidSeq && w.plan.flaky[e.order] > 0 {
@@ -592,10 +610,22 @@ func printRetry(r *demoRun, s *demoSummary) {
 	row("other orders' events", uint64(rs.Others.Events), fmt.Sprintf("of %d orders, processed while payments waited in the tiers (%.1fs)",
 		rs.Others.Orders, float64(rs.Others.WaitingMS)/1000))
 	_ = tw.Flush()
+	fmt.Fprintf(w, "  from produced to processed: %dms (median), %dms (p99) for the orders without a flaky payment; up to %.1fs for a flaky payment\n",
+		rs.Others.LatencyP50MS, rs.Others.LatencyP99MS, float64(rs.Others.PaidMaxMS)/1000)
+	_ = tw.Flush()
 	if rs.PollError != "" {
 		fmt.Fprintf(w, "  (the tiers' offsets could not be read: %s)\n", rs.PollError)
 	}
 	if s.OrderViolations != nil {
 		fmt.Fprintf(w, "\nper-key order: %d orders, %d events out of order\n", rs.Orders, *s.OrderViolations)
 	}
+}
+
+// quantile returns the q-quantile of ds (sorting it), 0 if empty.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
 }

@@ -260,24 +260,24 @@ func TestRetryWatch(t *testing.T) {
 	ev := func(order, seq int) OrderEvent {
 		return OrderEvent{OrderID: order, Seq: seq, Event: orderEvents[seq-1], AmountCents: 100}
 	}
-	w.processed(ev(1, 1), recKey{0, 0}, 1, 0)
+	w.processed(ev(1, 1), recKey{0, 0}, 1, 0, 0)
 	w.paymentFailed(1, 1) // a quick try in place
 	w.paymentFailed(1, 2) // to the first tier
-	w.processed(ev(2, 1), recKey{1, 0}, 1, 0)
-	w.processed(ev(2, 2), recKey{1, 1}, 1, 0)
+	w.processed(ev(2, 1), recKey{1, 0}, 1, 0, time.Millisecond)
+	w.processed(ev(2, 2), recKey{1, 1}, 1, 0, time.Millisecond)
 	if w.violations != 0 || w.otherEvents != 2 || len(w.otherOrders) != 1 || w.forwardedTo[0] != 1 {
 		t.Fatalf("violations %d, other events %d of %d orders, forwarded %v", w.violations, w.otherEvents, len(w.otherOrders), w.forwardedTo)
 	}
-	w.processed(ev(1, 3), recKey{0, 2}, 1, 0) // packed before paid
-	w.processed(ev(1, 2), recKey{0, 1}, 3, 1) // paid, from the first tier
-	w.processed(ev(1, 2), recKey{0, 1}, 3, 1) // redelivered
+	w.processed(ev(1, 3), recKey{0, 2}, 1, 0, time.Millisecond) // packed before paid
+	w.processed(ev(1, 2), recKey{0, 1}, 3, 1, time.Millisecond) // paid, from the first tier
+	w.processed(ev(1, 2), recKey{0, 1}, 3, 1, time.Millisecond) // redelivered
 	if w.violations != 1 {
 		t.Errorf("violations %d, want 1: paid was processed after packed", w.violations)
 	}
 	if w.paidFrom[0] != 1 || len(w.waiting) != 0 || w.tierOf[recKey{0, 1}] != 1 {
 		t.Errorf("paid from %v, waiting %v, tier of paid %d", w.paidFrom, w.waiting, w.tierOf[recKey{0, 1}])
 	}
-	w.processed(ev(2, 3), recKey{1, 2}, 1, 0)
+	w.processed(ev(2, 3), recKey{1, 2}, 1, 0, time.Millisecond)
 	if w.otherEvents != 2 {
 		t.Errorf("other events %d after the wait, want 2", w.otherEvents)
 	}
