@@ -15,8 +15,12 @@ import (
 )
 
 // shortRetryDemo is a retry-topics demo small enough for the test suite:
-// 2000 records over 1s; the last tier alone takes 3s.
-var shortRetryDemo = []string{"demo", "--retry-topics", "--records", "2000", "--produce-for", "1s", "--drain-timeout", "40s", "-o", "json"}
+// 2000 records over 1s; the last tier alone takes 3s. Its seed has
+// payments that fail in every tier.
+var shortRetryDemo = []string{"demo", "--retry-topics", "--records", "2000", "--produce-for", "1s", "--drain-timeout", "40s", "--seed", "8", "-o", "json"}
+
+// shortRetryPlan is the plan of shortRetryDemo.
+func shortRetryPlan() *demoPlan { return newRetryPlan(2000, 8) }
 
 // checkRetrySummary checks the JSON summary of a retry-topics demo: nothing
 // lost, the accounting adds up, no event out of order, the tiers used and
@@ -81,6 +85,24 @@ func checkRetrySummary(t *testing.T, code int, stdout, stderr string, exact bool
 		}
 		if tier.Written < int64(tier.Forwarded) || tier.PeakHeld > tier.Written {
 			t.Errorf("tier %s: written %d, forwarded %d, peak %d", tier.Topic, tier.Written, tier.Forwarded, tier.PeakHeld)
+		}
+	}
+	// Where each payment went through follows from how often it fails:
+	// the attempt count travels with the record.
+	want := make([]int, retryMaxTries+1) // by failures
+	plan := shortRetryPlan()
+	for i, k := range plan.kinds {
+		if k == kindFlaky {
+			want[plan.flaky[plan.events[i].order]]++
+		}
+	}
+	if rs.PaidInPlace != want[1] || rs.DeadLetteredAfterTiers != want[retryMaxTries] || want[retryMaxTries] == 0 {
+		t.Errorf("paid in place %d, dead-lettered after the tiers %d; want %d and %d (failures by count %v)",
+			rs.PaidInPlace, rs.DeadLetteredAfterTiers, want[1], want[retryMaxTries], want)
+	}
+	for i, tier := range rs.Tiers {
+		if tier.Paid != want[retryInPlace+i] {
+			t.Errorf("tier %s: %d paid, want %d", tier.Topic, tier.Paid, want[retryInPlace+i])
 		}
 	}
 	if paid != rs.FlakyOrders || rs.FlakyOrders == 0 {
