@@ -308,7 +308,12 @@ type demoRun struct {
 }
 
 func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOptions) error {
-	r := &demoRun{opts: o, g: g, out: stdout, plan: newDemoPlan(o.records, o.seed, o.format), ledger: newLedger(o.records)}
+	r := &demoRun{opts: o, g: g, out: stdout, ledger: newLedger(o.records)}
+	if o.retryTopics {
+		r.plan = newRetryPlan(o.records, o.seed)
+	} else {
+		r.plan = newDemoPlan(o.records, o.seed, o.format)
+	}
 	r.topic, r.group, r.cluster = demoTopic, demoGroup, "kfake"
 	r.db.depText = databaseDep
 	r.dep = &r.db
@@ -338,7 +343,6 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOpt
 	}
 	r.dlq = deadletter.Template(deadletter.DefaultTemplate).Name(r.topic, r.group)
 	if o.retryTopics {
-		r.plan = newRetryPlan(o.records, o.seed)
 		r.retry = newRetryWatch(r.plan, r.topic, r.group)
 	}
 	if o.format == formatAvro {

@@ -208,7 +208,7 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 			byKind[kind]["processed-and-dead-lettered"]++
 		case ok:
 			s.Processed++
-			if tier := r.retryTier(k); tier > 0 {
+			if tier := r.retryTier(k); tier > 0 && tier <= len(retryTiers) {
 				byKind[kind]["processed-from-tier/"+consumer.DelayName(retryTiers[tier-1])]++
 			} else if attempts > 1 && r.retry != nil {
 				byKind[kind]["processed-in-place"]++
