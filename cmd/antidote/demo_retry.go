@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -239,8 +238,6 @@ func newRetryWatch(plan *demoPlan, topic, group string) *retryWatch {
 	return w
 }
 
-var errPaymentDown = errors.New("payment provider: temporarily unavailable")
-
 // handleEvent is the business logic of the retry-topics demo: validate the
 // event, charge the payment provider on "paid", then check the event's place
 // in its order.
@@ -255,7 +252,7 @@ func (r *demoRun) handleEvent(ctx context.Context, rec *consumer.Record[string, 
 	w := r.retry
 	if e.Event == orderEvents[paidSeq-1] && rec.Attempt <= w.plan.flakyFailures(e.OrderID) {
 		w.paymentFailed(e.OrderID, rec.Attempt)
-		return failure.Transient(&failure.HTTPError{StatusCode: 503, Err: errPaymentDown})
+		return failure.Transient(fmt.Errorf("payment provider: %w", &failure.HTTPError{StatusCode: 503}))
 	}
 	k := recKey{rec.Raw.Partition, rec.Raw.Offset}
 	w.processed(e, k, rec.Attempt, rec.Tier, time.Since(rec.Raw.Timestamp))
@@ -419,16 +416,13 @@ func (w *retryWatch) statusLine(r *demoRun, st consumer.Stats, perSec float64, p
 // intro prints what the retry-topics demo is about to do.
 func (w *retryWatch) intro(r *demoRun) {
 	orders := map[int]bool{}
-	events := 0
-	for _, e := range w.plan.events {
+	events, flaky := 0, 0
+	for i, e := range w.plan.events {
 		if e.seq > 0 {
 			orders[e.order] = true
 			events++
 		}
-	}
-	flaky := 0
-	for id := range w.plan.flaky {
-		if orders[id] {
+		if w.plan.kinds[i] == kindFlaky {
 			flaky++
 		}
 	}
@@ -560,8 +554,8 @@ func (w *retryWatch) summary(s *demoSummary, st consumer.Stats, written []int64)
 			LatencyP50MS: quantile(w.latencies, 0.5).Milliseconds(), LatencyP99MS: quantile(w.latencies, 0.99).Milliseconds(),
 			PaidMaxMS: w.paidLatest.Milliseconds()},
 	}
-	for _, e := range w.plan.events {
-		if e.seq == paidSeq && w.plan.flaky[e.order] > 0 {
+	for _, k := range w.plan.kinds {
+		if k == kindFlaky {
 			rs.FlakyOrders++
 		}
 	}

@@ -141,7 +141,7 @@ func checkRetrySummary(t *testing.T, code int, stdout, stderr string, exact bool
 				ok = o == "processed"
 			case "flaky":
 				ok = o == "processed-in-place" || strings.HasPrefix(o, "processed-from-tier/") ||
-					strings.HasPrefix(o, "dead-lettered/process/retries-exhausted/")
+					o == "dead-lettered/process/retries-exhausted/*failure.HTTPError"
 			case "rejected":
 				ok = o == "dead-lettered/process/permanent/*failure.ValidationError"
 			case "garbage", "truncated-json", "wrong-shape-json", "empty":
