@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/deadletter"
@@ -39,6 +40,8 @@ type demoOptions struct {
 	verbose    bool
 	drain      time.Duration
 	admin      string // --admin HOST:PORT
+	// retryTopics: the retry-topics demo (--retry-topics).
+	retryTopics bool
 }
 
 const (
@@ -77,12 +80,23 @@ spinning, and carries on by itself.
 At the end it reads the dead-letter topic back and accounts for every record:
 produced = processed + dead-lettered + skipped, and lost = 0.
 
+With --retry-topics, the records are the events of orders (created, paid,
+packed, shipped, delivered), keyed by order id, and the payment provider is
+flaky for some orders. A failed payment gets 2 quick tries in place, then goes
+through the delay tiers orders.retry.200ms, orders.retry.1s and
+orders.retry.3s while its partition moves on, then to the dead-letter topic.
+The later events of its order are parked behind it; the other orders flow on.
+The handler checks that no event of an order is processed before an earlier
+one, and the summary says how many were ("per-key order").
+
 With --brokers (or ANTIDOTE_BROKERS), the same demo runs on your cluster, with
-topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
+topics named orders-<random> and orders-<random>.dlq (and with --retry-topics
+its tiers), which it leaves there.`,
 		Example: `  antidote demo
   antidote demo --keep          # then try: antidote dlq ls --brokers <addr> --topic orders.dlq
   antidote demo -o json
   antidote demo --format avro   # Avro, with a schema registry that goes down
+  antidote demo --retry-topics  # delay tiers that keep each order's events in order
   antidote demo --brokers localhost:9092
   antidote demo --admin 127.0.0.1:9180 --keep   # admin API and /metrics; see antidote ctl --help`,
 		Args: cobra.NoArgs,
@@ -107,6 +121,15 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
 			if err := checkAdminAddr(o.admin); err != nil {
 				return err
 			}
+			if o.retryTopics {
+				if o.format != formatJSON {
+					return usagef("--retry-topics: the retry-topics demo's events are JSON; drop --format %s", format)
+				}
+				if cmd.Flags().Changed("outage") {
+					return usagef("--outage does not apply with --retry-topics: its dependency is the flaky payment provider")
+				}
+				o.outage = 0
+			}
 			g := readGlobals(cmd)
 			if o.keep && g.explicit {
 				return usagef("--keep applies to the in-process cluster only; with --brokers the topics stay on your cluster anyway")
@@ -123,6 +146,7 @@ topics named orders-<random> and orders-<random>.dlq, which it leaves there.`,
 	f.DurationVar(&o.produceFor, "produce-for", 6*time.Second, "spread producing over this long")
 	f.Uint64Var(&o.seed, "seed", 42, "seed of the poison-pill mix")
 	f.IntVar(&o.port, "port", 0, "port of the in-process cluster (0: any free port)")
+	f.BoolVar(&o.retryTopics, "retry-topics", false, "orders' events, a payment provider flaky for some orders, and delay tiers that keep each order's events in order")
 	f.StringVar(&o.admin, "admin", "", "serve the admin API and /metrics on this loopback HOST:PORT during the demo (and after it with --keep)")
 	f.DurationVar(&o.drain, "drain-timeout", time.Minute, "how long to wait for the consumer to settle every record")
 	for _, hidden := range []string{"produce-for", "seed", "port", "drain-timeout"} {
@@ -275,7 +299,8 @@ type demoRun struct {
 	ledger  *ledger
 	live    *live
 	start   time.Time
-	admin   *demoAdmin // with --admin
+	admin   *demoAdmin  // with --admin
+	retry   *retryWatch // with --retry-topics
 
 	runCtx     context.Context // ends when the demo stops consuming
 	outageOnce atomic.Bool
@@ -283,7 +308,12 @@ type demoRun struct {
 }
 
 func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOptions) error {
-	r := &demoRun{opts: o, g: g, out: stdout, plan: newDemoPlan(o.records, o.seed, o.format), ledger: newLedger(o.records)}
+	r := &demoRun{opts: o, g: g, out: stdout, ledger: newLedger(o.records)}
+	if o.retryTopics {
+		r.plan = newRetryPlan(o.records, o.seed)
+	} else {
+		r.plan = newDemoPlan(o.records, o.seed, o.format)
+	}
 	r.topic, r.group, r.cluster = demoTopic, demoGroup, "kfake"
 	r.db.depText = databaseDep
 	r.dep = &r.db
@@ -312,6 +342,9 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, g globals, o demoOpt
 		r.brokers = fake.ListenAddrs()
 	}
 	r.dlq = deadletter.Template(deadletter.DefaultTemplate).Name(r.topic, r.group)
+	if o.retryTopics {
+		r.retry = newRetryWatch(r.plan, r.topic, r.group)
+	}
 	if o.format == formatAvro {
 		var err error
 		if r.avro, err = newDemoAvro(ctx, r.topic, g.timeout, r.logger(stderr)); err != nil {
@@ -359,17 +392,21 @@ func randomSuffix() string {
 
 func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, error) {
 	o := r.opts
-	r.live.event(fmt.Sprintf("Antidote demo: %d orders, about %.0f%% of them poison, on %s",
-		o.records, 100*r.plan.poisonShare(), r.clusterDesc()))
-	r.live.event(fmt.Sprintf("  topic %s (%d partitions), consumer group %s, dead letters to %s",
-		r.topic, demoPartitions, r.group, r.dlq))
-	if r.avro != nil {
-		r.live.event(fmt.Sprintf("  Avro orders, schemas in an in-process schema registry at %s", r.avro.sreg.URL()))
+	if r.retry != nil {
+		r.retry.intro(r)
+	} else {
+		r.live.event(fmt.Sprintf("Antidote demo: %d orders, about %.0f%% of them poison, on %s",
+			o.records, 100*r.plan.poisonShare(), r.clusterDesc()))
+		r.live.event(fmt.Sprintf("  topic %s (%d partitions), consumer group %s, dead letters to %s",
+			r.topic, demoPartitions, r.group, r.dlq))
+		if r.avro != nil {
+			r.live.event(fmt.Sprintf("  Avro orders, schemas in an in-process schema registry at %s", r.avro.sreg.URL()))
+		}
+		if o.outage > 0 {
+			r.live.event("  midway, " + fmt.Sprintf(r.dep.intro, o.outage))
+		}
+		r.live.event("")
 	}
-	if o.outage > 0 {
-		r.live.event("  midway, " + fmt.Sprintf(r.dep.intro, o.outage))
-	}
-	r.live.event("")
 
 	// Admin and producer client; it also proves the cluster is reachable.
 	pcl, err := dialCluster(ctx, r.brokers, r.g.timeout, kgo.ProducerLinger(5*time.Millisecond), kgo.ClientID("antidote-demo-producer"))
@@ -395,43 +432,48 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 		skip = func(_ deadletter.Stage, err error) bool { return avro.IsUnknownType(err) }
 		deps = map[string]func() string{registryDependency: r.avro.breakerState}
 	}
-	c, err := consumer.New(consumer.Config[string, Order]{
-		Brokers: r.brokers,
-		Topics:  []string{r.topic},
-		Group:   r.group,
-		Key:     serde.String(),
-		Value:   value,
-		Handler: r.handle,
-		Policy: consumer.Policy{
-			// Schema lookups: retried until the registry is back. The
-			// circuit breaker paces them (its Retry-After is the time to
-			// its next probe); a short backoff of our own keeps the
-			// partitions in step with the probes.
-			Deserialize: consumer.StagePolicy{
-				Transient: consumer.Outcome{Retry: backoff.Exponential{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}},
+	var c demoConsumer
+	if r.retry != nil {
+		c, err = r.newRetryConsumer(r.logger(stderr))
+	} else {
+		c, err = consumer.New(consumer.Config[string, Order]{
+			Brokers: r.brokers,
+			Topics:  []string{r.topic},
+			Group:   r.group,
+			Key:     serde.String(),
+			Value:   value,
+			Handler: r.handle,
+			Policy: consumer.Policy{
+				// Schema lookups: retried until the registry is back. The
+				// circuit breaker paces them (its Retry-After is the time to
+				// its next probe); a short backoff of our own keeps the
+				// partitions in step with the probes.
+				Deserialize: consumer.StagePolicy{
+					Transient: consumer.Outcome{Retry: backoff.Exponential{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}},
+				},
+				Process: consumer.StagePolicy{
+					// Long enough to ride out the outage: nothing it touches is
+					// dead-lettered.
+					Transient: consumer.Outcome{Retry: backoff.MaxElapsed(backoff.Exponential{Initial: 50 * time.Millisecond, Max: time.Second}, 30*time.Second)},
+				},
 			},
-			Process: consumer.StagePolicy{
-				// Long enough to ride out the outage: nothing it touches is
-				// dead-lettered.
-				Transient: consumer.Outcome{Retry: backoff.MaxElapsed(backoff.Exponential{Initial: 50 * time.Millisecond, Max: time.Second}, 30*time.Second)},
+			Skip:           skip,
+			Dependencies:   deps,
+			Hooks:          r.admin.hooks(),
+			CommitInterval: time.Second,
+			ClientOpts: []kgo.Opt{
+				kgo.ClientID("antidote-demo"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchMaxWait(500 * time.Millisecond),
+				// A dead-letter write is synchronous and holds its partition:
+				// franz-go's default 10ms linger would add 10ms to each.
+				kgo.ProducerLinger(0),
+				kgo.DialTimeout(min(r.g.timeout, 10*time.Second)),
+				r.admin.clientOpt(),
 			},
-		},
-		Skip:           skip,
-		Dependencies:   deps,
-		Hooks:          r.admin.hooks(),
-		CommitInterval: time.Second,
-		ClientOpts: []kgo.Opt{
-			kgo.ClientID("antidote-demo"),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchMaxWait(500 * time.Millisecond),
-			// A dead-letter write is synchronous and holds its partition:
-			// franz-go's default 10ms linger would add 10ms to each.
-			kgo.ProducerLinger(0),
-			kgo.DialTimeout(min(r.g.timeout, 10*time.Second)),
-			r.admin.clientOpt(),
-		},
-		Logger: r.logger(stderr),
-	})
+			Logger: r.logger(stderr),
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -496,6 +538,9 @@ watch:
 			timedOut = true
 			break watch
 		case <-tick.C:
+			if r.retry != nil {
+				r.retry.poll(ctx, adm, r.group, time.Second, false)
+			}
 			st := c.Stats()
 			settled := st.Processed + st.DeadLettered + st.Skipped
 			r.live.status(r.statusLine(st, rate.add(settled), producing), false)
@@ -530,6 +575,11 @@ watch:
 		return nil, err
 	}
 	sum := r.summarize(st, dead, elapsed)
+	if r.retry != nil {
+		// The consumer has committed on its way out: what the tiers hold now
+		// is what they were left with.
+		r.retry.summary(sum, st, r.retry.poll(ctx, adm, r.group, r.g.timeout, true))
+	}
 	sum.SettleTimedOut = timedOut
 	return sum, nil
 }
@@ -574,6 +624,15 @@ func (r *demoRun) createTopic(ctx context.Context, adm *kadm.Client) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// demoConsumer is what the demo needs of its consumer, whatever its value
+// type.
+type demoConsumer interface {
+	admin.Consumer
+	Run(ctx context.Context) error
+	Close()
+	WakeRetries()
 }
 
 // handle is the demo's business logic: validate the order, reserve stock in
@@ -711,6 +770,9 @@ func (r *demoRun) producedCount() int {
 }
 
 func (r *demoRun) statusLine(st consumer.Stats, perSec float64, producing bool) string {
+	if r.retry != nil {
+		return r.retry.statusLine(r, st, perSec, producing)
+	}
 	state := "up"
 	if r.dep.down.Load() {
 		state = "DOWN"

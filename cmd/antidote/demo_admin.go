@@ -86,7 +86,7 @@ func (a *demoAdmin) clientOpt() kgo.Opt {
 
 // start serves the admin API for c until close, with the web console under
 // /ui/ (on the cluster of brokers), and prints where and how to reach it.
-func (a *demoAdmin) start(c *consumer.Consumer[string, Order], brokers []string, log *slog.Logger, l *live, stderr io.Writer) error {
+func (a *demoAdmin) start(c admin.Consumer, brokers []string, log *slog.Logger, l *live, stderr io.Writer) error {
 	if a == nil {
 		return nil
 	}

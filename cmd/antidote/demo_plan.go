@@ -22,6 +22,8 @@ const (
 	kindUnknownSchema
 	kindUnknownType
 	kindTruncatedAvro
+	// --retry-topics only: the events of an order after its flaky payment.
+	kindAfterFlaky
 	numDemoKinds
 )
 
@@ -60,6 +62,7 @@ var demoKindInfo = [numDemoKinds]struct {
 	kindUnknownSchema: {"unknown-schema", "unknown schema id (not in the registry)", shares{0, 0.0075}},
 	kindUnknownType:   {"unknown-type", "refunds (a type this service has no Go type for)", shares{0, 0.0075}},
 	kindTruncatedAvro: {"truncated-avro", "truncated Avro", shares{0, 0.0075}},
+	kindAfterFlaky:    {"after-flaky", "later events of those orders", shares{0, 0}},
 }
 
 // skippedKind reports whether the consumer skips the records of kind
@@ -75,6 +78,9 @@ type demoPlan struct {
 	format demoFormat
 	kinds  []demoKind
 	flaky  map[int]int // order id -> failures before success
+	// events, with --retry-topics, is the order event of each record
+	// (see newRetryPlan); nil otherwise.
+	events []planEvent
 }
 
 func newDemoPlan(n int, seed uint64, f demoFormat) *demoPlan {
@@ -135,6 +141,9 @@ func (p *demoPlan) key(i int) []byte {
 	case kindGarbage, kindEmpty:
 		return nil
 	}
+	if p.events != nil {
+		return orderKey(p.events[i].order)
+	}
 	return []byte(p.order(i).Customer)
 }
 
@@ -143,21 +152,15 @@ var consoleLines = []string{
 }
 
 func (p *demoPlan) value(i int) []byte {
+	if p.events != nil {
+		return p.eventValue(i)
+	}
 	o := p.order(i)
 	switch p.kinds[i] {
 	case kindRejected:
 		o.AmountCents = -o.AmountCents
 	case kindGarbage:
-		r := p.rng(i)
-		if r.IntN(2) == 0 {
-			return []byte(consoleLines[r.IntN(len(consoleLines))])
-		}
-		b := make([]byte, 8+r.IntN(56))
-		for j := range b {
-			b[j] = byte(r.Uint32())
-		}
-		b[0] = 0xfe
-		return b
+		return p.garbage(i)
 	case kindTruncated:
 		b, _ := json.Marshal(o)
 		return b[:len(b)*2/3]
@@ -174,5 +177,19 @@ func (p *demoPlan) value(i int) []byte {
 		return []byte{}
 	}
 	b, _ := json.Marshal(o)
+	return b
+}
+
+// garbage is what a console producer writes: a line of text, or binary.
+func (p *demoPlan) garbage(i int) []byte {
+	r := p.rng(i)
+	if r.IntN(2) == 0 {
+		return []byte(consoleLines[r.IntN(len(consoleLines))])
+	}
+	b := make([]byte, 8+r.IntN(56))
+	for j := range b {
+		b[j] = byte(r.Uint32())
+	}
+	b[0] = 0xfe
 	return b
 }

@@ -48,6 +48,11 @@ type demoSummary struct {
 	Group          string       `json:"group"`
 	DurationMS     int64        `json:"duration_ms"`
 	Inspect        string       `json:"inspect"`
+	// OrderViolations, with --retry-topics, counts events of an order
+	// processed after a later event of the same order. Always 0.
+	OrderViolations *int `json:"order_violations,omitempty"`
+	// RetryTopics is what the retry tiers did, with --retry-topics.
+	RetryTopics *demoRetrySummary `json:"retry_topics,omitempty"`
 }
 
 type demoOutage struct {
@@ -83,6 +88,8 @@ type consumerCounts struct {
 	DeadLettered uint64 `json:"dead_lettered"`
 	Skipped      uint64 `json:"skipped"`
 	Retried      uint64 `json:"retried"`
+	Forwarded    uint64 `json:"forwarded,omitempty"`
+	Parked       uint64 `json:"parked,omitempty"`
 }
 
 // deadLetter is what the summary needs of one dead letter.
@@ -156,7 +163,7 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 		Skipped:        int(st.Skipped),
 		Consumer: consumerCounts{
 			Consumed: st.Consumed, Processed: st.Processed, DeadLettered: st.DeadLettered,
-			Skipped: st.Skipped, Retried: st.Retried,
+			Skipped: st.Skipped, Retried: st.Retried, Forwarded: st.Forwarded, Parked: st.Parked,
 		},
 		ProduceErrors: l.produceErrs,
 		Format:        r.opts.format.String(),
@@ -201,7 +208,11 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 			byKind[kind]["processed-and-dead-lettered"]++
 		case ok:
 			s.Processed++
-			if attempts > 1 {
+			if tier := r.retryTier(k); tier > 0 && tier <= len(retryTiers) {
+				byKind[kind]["processed-from-tier/"+consumer.DelayName(retryTiers[tier-1])]++
+			} else if attempts > 1 && r.retry != nil {
+				byKind[kind]["processed-in-place"]++
+			} else if attempts > 1 {
 				byKind[kind]["processed-after-retry"]++
 			} else {
 				byKind[kind]["processed"]++
@@ -225,7 +236,11 @@ func (r *demoRun) summarize(st consumer.Stats, dead []deadLetter, elapsed time.D
 		if count[k] == 0 {
 			continue
 		}
-		s.ByKind = append(s.ByKind, kindResult{Kind: k.String(), Label: demoKindInfo[k].label, Records: count[k], Outcomes: byKind[k]})
+		label := demoKindInfo[k].label
+		if l, ok := retryKindLabels[k]; ok && r.retry != nil {
+			label = l
+		}
+		s.ByKind = append(s.ByKind, kindResult{Kind: k.String(), Label: label, Records: count[k], Outcomes: byKind[k]})
 	}
 
 	if r.avro != nil {
@@ -310,6 +325,8 @@ func (r *demoRun) printSummary(s *demoSummary) {
 	}
 	_ = tw.Flush()
 
+	printRetry(r, s)
+
 	if o := s.Outage; o != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "OUTAGE (the %s was down for %.1fs)\n", o.Dependency, float64(o.DurationMS)/1000)
@@ -354,6 +371,8 @@ func outcomeText(o string) string {
 	switch o {
 	case "processed-after-retry":
 		return "processed after retrying"
+	case "processed-in-place":
+		return "processed on a quick try in place"
 	case "processed-and-dead-lettered":
 		return "processed AND dead-lettered (a bug)"
 	case "unsettled":
@@ -361,8 +380,22 @@ func outcomeText(o string) string {
 	case "skipped":
 		return "skipped: no Go type for them (consumer.Config.Skip)"
 	}
+	if rest, ok := strings.CutPrefix(o, "processed-from-tier/"); ok {
+		return "processed from the " + rest + " tier"
+	}
 	if rest, ok := strings.CutPrefix(o, "dead-lettered/"); ok {
 		return "dead-lettered: " + strings.ReplaceAll(rest, "/", ", ")
 	}
 	return o
+}
+
+// retryTier is the tier a processed record came from, 0 if none (or
+// without --retry-topics).
+func (r *demoRun) retryTier(k recKey) int {
+	if r.retry == nil {
+		return 0
+	}
+	r.retry.mu.Lock()
+	defer r.retry.mu.Unlock()
+	return r.retry.tierOf[k]
 }
