@@ -398,6 +398,8 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		Logger:          log,
 		DurableAttempts: pp.attempts,
 		FloodGuard:      pp.flood,
+		RetryTopics:     pp.retry,
+		Concurrency:     pp.conc,
 		Hooks:           m,
 	}
 	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema") {

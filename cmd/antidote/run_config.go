@@ -17,12 +17,6 @@ import (
 
 // runFile is the file of antidote run. Every key is documented in
 // examples/README.md; an unknown key is an error.
-//
-// Two features of the consumer that are being built get one key each when
-// they land, and none before (a key that did nothing would lie): retry
-// topics are the key retry-topics of a policy slot (policy.process.transient
-// .retry-topics: [5s, 1m]), keyed concurrency the key keyed-concurrency of a
-// pipeline.
 type runFile struct {
 	// Kafka is the connection: the keys of a context of the antidote config
 	// file. Optional: without it, the command's connection (the flags, the
@@ -69,18 +63,38 @@ type runAdmin struct {
 }
 
 type runPipeline struct {
-	Name           string         `yaml:"name"`
-	Topics         []string       `yaml:"topics"`
-	Group          string         `yaml:"group"`
-	GroupProtocol  string         `yaml:"group-protocol"`
-	Value          runCodec       `yaml:"value"`
-	Sink           runSink        `yaml:"sink"`
-	Policy         runPolicy      `yaml:"policy"`
-	DeadLetter     runDeadLetter  `yaml:"dead-letter"`
-	CommitInterval time.Duration  `yaml:"commit-interval"`
-	FloodGuard     *runFloodGuard `yaml:"flood-guard"`
-	Buffer         runBuffer      `yaml:"buffer"`
-	Attempts       *runAttempts   `yaml:"durable-attempts"`
+	Name           string          `yaml:"name"`
+	Topics         []string        `yaml:"topics"`
+	Group          string          `yaml:"group"`
+	GroupProtocol  string          `yaml:"group-protocol"`
+	Value          runCodec        `yaml:"value"`
+	Sink           runSink         `yaml:"sink"`
+	Policy         runPolicy       `yaml:"policy"`
+	DeadLetter     runDeadLetter   `yaml:"dead-letter"`
+	CommitInterval time.Duration   `yaml:"commit-interval"`
+	FloodGuard     *runFloodGuard  `yaml:"flood-guard"`
+	Buffer         runBuffer       `yaml:"buffer"`
+	Attempts       *runAttempts    `yaml:"durable-attempts"`
+	RetryTopics    *runRetryTopics `yaml:"retry-topics"`
+	Concurrency    *runConcurrency `yaml:"concurrency"`
+}
+
+// runRetryTopics are the delay tiers of the policy slots whose then is
+// retry-topics (consumer.RetryTopics).
+type runRetryTopics struct {
+	Tiers     []time.Duration `yaml:"tiers"`
+	Topic     string          `yaml:"topic"`
+	Then      string          `yaml:"then"` // after the last tier: dead-letter (default), skip, halt
+	Unordered bool            `yaml:"unordered"`
+	MaxParked int             `yaml:"max-parked"`
+}
+
+// runConcurrency is keyed concurrency (consumer.Concurrency).
+type runConcurrency struct {
+	Max        int   `yaml:"max"`
+	Unordered  bool  `yaml:"unordered"`
+	Ahead      int   `yaml:"ahead"`
+	AheadBytes int64 `yaml:"ahead-bytes"`
 }
 
 type runCodec struct {
@@ -170,7 +184,7 @@ type runAttempts struct {
 var (
 	runFormats    = []string{"json", "string", "bytes", "avro", "json-schema"}
 	runStageTypes = []string{"gzip", "zstd", "aes-gcm"}
-	runActions    = []string{"dead-letter", "skip", "halt"}
+	runActions    = []string{"dead-letter", "skip", "halt", "retry-topics"}
 	pipelineName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 )
 
@@ -200,6 +214,8 @@ type pipelinePlan struct {
 	buffer   consumer.BufferLimits
 	attempts consumer.DurableAttempts
 	protocol consumer.GroupProtocol
+	retry    consumer.RetryTopics
+	conc     consumer.Concurrency
 	keys     map[int]map[string][]byte // aes-gcm keys by stage index
 	schema   string                    // the avro reader schema
 }
@@ -347,6 +363,22 @@ func (p *runPlan) validatePipeline(i int) (*pipelinePlan, error) {
 	var err error
 	if pp.policy, err = p.policy(pp); err != nil {
 		return nil, err
+	}
+	if err := p.validateRetryTopics(pp); err != nil {
+		return nil, err
+	}
+	if cc := c.Concurrency; cc != nil {
+		switch {
+		case cc.Max < 1:
+			return nil, d.errAt(at("concurrency.max"), "at least 1 (1: one record at a time per partition)")
+		case cc.Ahead < 0:
+			return nil, d.errAt(at("concurrency.ahead"), "negative")
+		case cc.Ahead > 0 && cc.Ahead < cc.Max:
+			return nil, d.errAt(at("concurrency.ahead"), "%d: less than max (%d)", cc.Ahead, cc.Max)
+		case cc.AheadBytes < 0:
+			return nil, d.errAt(at("concurrency.ahead-bytes"), "negative")
+		}
+		pp.conc = consumer.Concurrency{Max: cc.Max, Unordered: cc.Unordered, Ahead: cc.Ahead, AheadBytes: cc.AheadBytes}
 	}
 	dl := c.DeadLetter
 	pp.dead.Topic = deadletter.Template(dl.Topic)
@@ -575,6 +607,8 @@ func (p *runPlan) outcome(at string, o *runOutcome) (consumer.Outcome, error) {
 		out.Then = consumer.Skip
 	case "halt":
 		out.Then = consumer.Halt
+	case "retry-topics":
+		out.Then = consumer.RetryTopic
 	default:
 		return out, d.choice(at+".then", o.Then, runActions...)
 	}
@@ -663,6 +697,71 @@ func checkTopic(t string) error {
 	}
 	if t == "." || t == ".." {
 		return fmt.Errorf("%q is not a topic name", t)
+	}
+	return nil
+}
+
+// validateRetryTopics checks the retry-topics block against the policy
+// slots that use it: one without the other is an error.
+func (p *runPlan) validateRetryTopics(pp *pipelinePlan) error {
+	d := p.doc
+	at := pp.path + ".retry-topics"
+	rt := pp.cfg.RetryTopics
+	used := ""
+	for _, s := range []struct {
+		name string
+		sp   runStagePolicy
+	}{{"deserialize", pp.cfg.Policy.Deserialize}, {"process", pp.cfg.Policy.Process}} {
+		for _, slot := range []struct {
+			class string
+			o     *runOutcome
+		}{{"transient", s.sp.Transient}, {"permanent", s.sp.Permanent}, {"unclassified", s.sp.Unclassified}} {
+			if slot.o != nil && slot.o.Then == "retry-topics" && used == "" {
+				used = fmt.Sprintf("%s.policy.%s.%s.then", pp.path, s.name, slot.class)
+			}
+		}
+	}
+	switch {
+	case rt == nil && used != "":
+		return d.errAt(used, "retry-topics: the pipeline has no retry-topics block with its tiers")
+	case rt == nil:
+		return nil
+	case used == "":
+		return d.errAt(at, "no policy slot has then: retry-topics")
+	case len(rt.Tiers) == 0:
+		return d.errAt(at+".tiers", "required: the delays, for example [1s, 30s, 5m]")
+	}
+	seen := map[time.Duration]bool{}
+	for i, t := range rt.Tiers {
+		k := fmt.Sprintf("%s.tiers[%d]", at, i)
+		if t < 10*time.Millisecond || t%time.Millisecond != 0 {
+			return d.errAt(k, "%v: a delay is at least 10ms, in whole milliseconds", t)
+		}
+		if seen[t] {
+			return d.errAt(k, "%v twice: each tier has a topic of its own", t)
+		}
+		seen[t] = true
+	}
+	if rt.Topic != "" {
+		if !strings.Contains(rt.Topic, "{delay}") {
+			return d.errAt(at+".topic", "%q: use {delay}, so that each tier has a topic of its own", safe(rt.Topic))
+		}
+		if err := deadletter.Template(strings.ReplaceAll(rt.Topic, "{delay}", "30s")).Validate(); err != nil {
+			return d.errAt(at+".topic", "%v", err)
+		}
+	}
+	if rt.MaxParked < 0 {
+		return d.errAt(at+".max-parked", "negative")
+	}
+	pp.retry = consumer.RetryTopics{Tiers: rt.Tiers, Topic: deadletter.Template(rt.Topic), Unordered: rt.Unordered, MaxParked: rt.MaxParked}
+	switch rt.Then {
+	case "", "dead-letter":
+	case "skip":
+		pp.retry.Then = consumer.Skip
+	case "halt":
+		pp.retry.Then = consumer.Halt
+	default:
+		return d.choice(at+".then", rt.Then, "dead-letter", "skip", "halt")
 	}
 	return nil
 }

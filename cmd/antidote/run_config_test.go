@@ -49,11 +49,16 @@ func TestRunConfigErrors(t *testing.T) {
 		{"missing file", strings.Replace(pipelineYAML, "        url:", "        headers: {Authorization: \"${file:nope.txt}\"}\n        url:", 1), "f.yaml:11: pipelines[0].sink.http.headers.Authorization: ${file:nope.txt}:"},
 		{"bad variable name", strings.Replace(pipelineYAML, "8080", "${A-B}", 1), "pipelines[0].sink.http.url: ${A-B}: not an environment variable name"},
 		{"unclosed", strings.Replace(pipelineYAML, "8080", "${PORT", 1), "pipelines[0].sink.http.url: \"${PORT/orders\": ${ without its closing }"},
-		{"bad action", pipelineYAML + "    policy:\n      process:\n        permanent: {then: skp}\n", `f.yaml:14: pipelines[0].policy.process.permanent.then: "skp" is not one of dead-letter, skip, halt (did you mean skip?)`},
+		{"bad action", pipelineYAML + "    policy:\n      process:\n        permanent: {then: skp}\n", `f.yaml:14: pipelines[0].policy.process.permanent.then: "skp" is not one of dead-letter, skip, halt, retry-topics (did you mean skip?)`},
 		{"bad backoff", pipelineYAML + "    policy:\n      process:\n        transient:\n          retry: {multiplier: 0.5}\n", "f.yaml:15: pipelines[0].policy.process.transient.retry: backoff: invalid policy"},
 		{"useless retry keys", pipelineYAML + "    policy:\n      process:\n        transient:\n          retry: {attempts: 1, max: 1s}\n", "pipelines[0].policy.process.transient.retry.attempts: 1 try is no retry"},
-		{"retry topics do not exist yet", pipelineYAML + "    policy:\n      process:\n        transient:\n          retry-topics: [5s]\n", "f.yaml:15: pipelines[0].policy.process.transient.retry-topics: unknown key"},
-		{"keyed concurrency does not exist yet", pipelineYAML + "    keyed-concurrency: 8\n", "f.yaml:12: pipelines[0].keyed-concurrency: unknown key"},
+		{"retry topics in a slot", pipelineYAML + "    policy:\n      process:\n        transient:\n          retry-topics: [5s]\n", "f.yaml:15: pipelines[0].policy.process.transient.retry-topics: unknown key"},
+		{"then retry-topics without tiers", pipelineYAML + "    policy:\n      process:\n        transient: {then: retry-topics}\n", "f.yaml:14: pipelines[0].policy.process.transient.then: retry-topics: the pipeline has no retry-topics block"},
+		{"tiers without a slot", pipelineYAML + "    retry-topics: {tiers: [1s]}\n", "f.yaml:12: pipelines[0].retry-topics: no policy slot has then: retry-topics"},
+		{"short tier", pipelineYAML + "    policy:\n      process:\n        transient: {then: retry-topics}\n    retry-topics: {tiers: [1s, 1ms]}\n", "pipelines[0].retry-topics.tiers[1]: 1ms: a delay is at least 10ms"},
+		{"tier template without delay", pipelineYAML + "    policy:\n      process:\n        transient: {then: retry-topics}\n    retry-topics: {tiers: [1s], topic: \"{topic}.retry\"}\n", "pipelines[0].retry-topics.topic: \"{topic}.retry\": use {delay}"},
+		{"concurrency zero", pipelineYAML + "    concurrency: {max: 0}\n", "f.yaml:12: pipelines[0].concurrency.max: at least 1"},
+		{"keyed concurrency key", pipelineYAML + "    keyed-concurrency: 8\n", "f.yaml:12: pipelines[0].keyed-concurrency: unknown key"},
 		{"two sinks", pipelineYAML + "      kafka: {topic: x}\n", "f.yaml:12: pipelines[0].sink.kafka: one sink per pipeline"},
 		{"forward loop", strings.Replace(pipelineYAML, "      http:\n        url: http://127.0.0.1:8080/orders\n", "      kafka: {topic: orders}\n", 1), `pipelines[0].sink.kafka.topic: "orders" is a source topic of this pipeline`},
 		{"duplicate name", pipelineYAML + strings.SplitN(pipelineYAML, "pipelines:\n", 2)[1], `f.yaml:12: pipelines[1].name: "billing" is also the name of pipelines[0]`},
@@ -126,6 +131,17 @@ pipelines:
     flood-guard: {share: 0.1, window: 200, min: 10}
     buffer: {partition-records: 100, total-bytes: 1048576}
     durable-attempts: {disable: true}
+  - name: cleaner
+    topics: [raw]
+    group: cleaner
+    value: {format: json}
+    sink:
+      kafka: {topic: clean}
+    policy:
+      process:
+        transient: {retry: {attempts: 2, initial: 100ms}, then: retry-topics}
+    retry-topics: {tiers: [1s, 30s], then: skip, max-parked: 500}
+    concurrency: {max: 16, ahead: 64}
 `
 	env := map[string]string{"HOST": "kafka-1", "PORT": "9999", "CONC": "7"}
 	p, err := parseRunFile(filepath.Join(dir, "run.yaml"), []byte(y), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
@@ -174,6 +190,15 @@ pipelines:
 	}
 	if pp.flood.Share != 0.1 || pp.flood.Window != 200 || pp.flood.Min != 10 || pp.buffer.PartitionRecords != 100 || pp.buffer.TotalBytes != 1<<20 || !pp.attempts.Disable {
 		t.Fatalf("flood %+v buffer %+v attempts %+v", pp.flood, pp.buffer, pp.attempts)
+	}
+	// Retry topics and keyed concurrency of the second pipeline.
+	cl := p.pipelines[1]
+	if cl.policy.Process.Transient.Then != consumer.RetryTopic || len(cl.retry.Tiers) != 2 || cl.retry.Tiers[1] != 30*time.Second ||
+		cl.retry.Then != consumer.Skip || cl.retry.MaxParked != 500 || cl.conc.Max != 16 || cl.conc.Ahead != 64 {
+		t.Fatalf("retry topics %+v, concurrency %+v", cl.retry, cl.conc)
+	}
+	if out := strings.Join(cl.describe(), "\n"); !strings.Contains(out, "raw.retry.1s, raw.retry.30s") || !strings.Contains(out, "16 records of a partition at once") {
+		t.Errorf("--check of the retry tiers and concurrency:\n%s", out)
 	}
 	// The decode chain runs: the stages and the format.
 	if _, _, err := pp.valueDeserializer(nil); err != nil {

@@ -235,6 +235,30 @@ func (pp *pipelinePlan) describe() []string {
 		fg := pp.flood
 		add("flood-guard", "pause when more than %v of a partition's last %d records (at least %d) would be dead-lettered", cmpF(fg.Share, 0.5), cmpInt(int64(fg.Window), 1000), cmpInt(int64(fg.Min), 100))
 	}
+	if rt := pp.retry; len(rt.Tiers) > 0 {
+		tiers := make([]string, 0, len(rt.Tiers)*len(c.Topics))
+		for _, t := range c.Topics {
+			for _, d := range rt.Tiers {
+				tiers = append(tiers, rt.TierTopic(t, c.Group, d))
+			}
+		}
+		order := "per-key order kept"
+		if rt.Unordered {
+			order = "unordered"
+		}
+		then := "dead-letter"
+		if rt.Then != 0 {
+			then = rt.Then.String()
+		}
+		add("retry-topics", "%s, then %s (%s)", strings.Join(tiers, ", "), then, order)
+	}
+	if cc := pp.conc; cc.Max > 1 {
+		order := "one key at a time"
+		if cc.Unordered {
+			order = "any order"
+		}
+		add("concurrency", "%d records of a partition at once, %s", cc.Max, order)
+	}
 	add("commit", "every %v, and on revoke and shutdown", cmpDur(c.CommitInterval, 5*time.Second))
 	return lines
 }
