@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -46,7 +47,10 @@ func main() {
 	failing := flag.Float64("failing", 0.01, "share of the records that fail transiently, twice each")
 	rounds := flag.Int("rounds", 5, "rounds; each runs the three modes in turn")
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound of one run")
+	only := flag.String("only", "", "run only this mode (no failures, retry topics, retry in place) after the baseline")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the retry-topics runs to this file")
 	flag.Parse()
+	onlyMode, cpuProfile = *only, *profile
 	if err := run(strings.Split(*brokers, ","), *records, int32(*partitions), *failing, *rounds, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "retrytopics:", err)
 		os.Exit(1)
@@ -59,6 +63,11 @@ type mode struct {
 	failing bool // on the topic where some records fail
 	topics  bool // retry topics, else retry in place
 }
+
+var (
+	onlyMode   string
+	cpuProfile string
+)
 
 var modes = []mode{
 	{"no failures", false, true},
@@ -85,6 +94,9 @@ func run(brokers []string, n int, parts int32, share float64, rounds int, timeou
 	rates := map[string][]float64{}
 	for r := 1; r <= rounds; r++ {
 		for _, m := range modes {
+			if onlyMode != "" && m.name != onlyMode && m.name != "no failures" {
+				continue
+			}
 			topic, want := clean, n
 			if m.failing {
 				topic, want = dirty, good
@@ -101,6 +113,9 @@ func run(brokers []string, n int, parts int32, share float64, rounds int, timeou
 	fmt.Printf("%-15s %14s %26s\n", "mode", "median rec/s", "share of no failures: median (min-max)")
 	base := rates["no failures"]
 	for _, m := range modes {
+		if len(rates[m.name]) == 0 {
+			continue
+		}
 		var ratios []float64
 		for i, v := range rates[m.name] {
 			ratios = append(ratios, v/base[i])
@@ -213,6 +228,17 @@ func consume(brokers []string, topic string, m mode, want int, timeout time.Dura
 	c, err := consumer.New(cfg)
 	if err != nil {
 		return 0, 0, err
+	}
+	if cpuProfile != "" && m.topics && m.failing {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return 0, 0, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
