@@ -35,7 +35,9 @@ type Stats struct {
 	Outcomes map[OutcomeKey]uint64
 	// RetryEnabled is the kill switch.
 	RetryEnabled bool
-	// Stuck lists the partitions that cannot move past a record right now.
+	// Stuck lists the records that partitions cannot move past right now,
+	// by partition and offset: at most one per partition, or, with
+	// [Concurrency], one per record waiting to be retried or written.
 	Stuck []Stuck
 	// BufferedRecords and BufferedBytes are what the assigned partitions
 	// hold (see [BufferLimits]).

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -72,6 +73,10 @@ func TestIntegrationScanTransactionMarkers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The coordinator writes the markers after EndTransaction returns: a
+	// scan started before reads up to the last stable offset, short of the
+	// last transaction.
+	waitStable(t, kadm.NewClient(c.Client(t)), topic)
 	cl := c.Client(t, deadletter.ScanOpts()...)
 	var got []string
 	start := time.Now()
