@@ -52,6 +52,9 @@ type Record[K, V any] struct {
 	// Tier is the number of retry tiers the record went through after
 	// failing: 0 for a record that was not forwarded.
 	Tier int
+
+	txn bool           // the consumer is in the exactly-once mode
+	out []*kgo.Record // outputs of the handler (Produce)
 }
 
 // Config configures a [Consumer]. The zero value of every optional field is a
@@ -99,6 +102,10 @@ type Config[K, V any] struct {
 	// Concurrency lets a partition handle several records at once, one
 	// key at a time. Optional: one record at a time per partition.
 	Concurrency Concurrency
+	// ExactlyOnce writes the handler's outputs, the dead letters and the
+	// commit of the offsets in Kafka transactions. Optional: off, see
+	// [ExactlyOnce].
+	ExactlyOnce ExactlyOnce
 	// GroupProtocol chooses the consumer-group protocol. Optional:
 	// [GroupClassic].
 	GroupProtocol GroupProtocol
@@ -472,6 +479,9 @@ func (c *Config[K, V]) validate() error {
 		return err
 	}
 	if err := c.Concurrency.validate(); err != nil {
+		return err
+	}
+	if err := c.validateExactlyOnce(); err != nil {
 		return err
 	}
 	if c.RetryTopics.on() != c.Policy.usesRetryTopic() {

@@ -33,6 +33,7 @@ type Consumer[K, V any] struct {
 	flood      flood
 	attempts   attempts
 	tiers      *tiers // nil without retry topics
+	txn        *txn   // nil unless ExactlyOnce
 	brokers    brokerWatch
 	workers    workerSet     // goroutines that run user code: Close must not wait for them
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
@@ -82,6 +83,12 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		cfg.Batching = cfg.Batching.withDefaults()
 	}
 	cfg.FloodGuard = cfg.FloodGuard.withDefaults()
+	if cfg.ExactlyOnce.on() {
+		cfg.ExactlyOnce = cfg.ExactlyOnce.withDefaults()
+		// One entry per partition, written outside any transaction: not
+		// kept in this mode (documented).
+		cfg.DurableAttempts.Disable = true
+	}
 	if cfg.DeadLetter.Retry == nil {
 		cfg.DeadLetter.Retry = defaultDeadLetterRetry
 	}
@@ -110,6 +117,9 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	c.runCtx, c.stop = context.WithCancelCause(context.Background())
 	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
 	c.dlq.hooks = c.hooks
+	if cfg.ExactlyOnce.on() {
+		c.txn = newTxn(cfg.ExactlyOnce, c.log)
+	}
 	topics := cfg.Topics
 	if cfg.RetryTopics.on() {
 		c.tiers = newTiers(cfg.RetryTopics, cfg.Topics, cfg.Group)
@@ -136,12 +146,21 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		kgo.RecordDeliveryTimeout(cfg.DeadLetter.WriteTimeout),
 		kgo.WithLogger(clientLogger{kslog.New(c.log.With("client", "franz-go")), kgo.LogLevelWarn}),
 	)
+	if c.txn != nil {
+		// What the consumer reads was committed; ClientOpts may say
+		// otherwise.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
 	opts = append(opts, cfg.ClientOpts...)
+	if c.txn != nil {
+		// Offsets are committed in the transactions.
+		opts = append(opts, kgo.TransactionalID(cfg.ExactlyOnce.TransactionalID), kgo.DisableAutoCommit())
+	} else {
+		opts = append(opts, kgo.AutoCommitMarks(), kgo.AutoCommitInterval(cfg.CommitInterval))
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(topics...),
-		kgo.AutoCommitMarks(),
-		kgo.AutoCommitInterval(cfg.CommitInterval),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
@@ -163,8 +182,14 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	case c.tiers != nil:
 		opts = append(opts, kgo.Balancers(balancer))
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
+	var cl *kgo.Client
+	if c.txn != nil {
+		sess, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return nil, configErr("ClientOpts", err.Error())
+		}
+		c.txn.sess, cl = sess, sess.Client()
+	} else if cl, err = kgo.NewClient(opts...); err != nil {
 		return nil, configErr("ClientOpts", err.Error())
 	}
 	c.cl = cl
@@ -211,23 +236,35 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 
 	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
 	go c.brokers.watch(runCtx, c.log, c.cl.OptValue(kgo.SeedBrokers))
+	if c.txn != nil {
+		if err := c.txn.sess.Begin(); err != nil {
+			c.halt(txnHalt(err))
+		}
+	}
 	for {
 		// Wait while the flowing partitions hold the total: the client
 		// keeps what it fetched meanwhile, nothing is dropped.
-		n := c.budget.room(runCtx)
+		wait, cancel := c.pollContext(runCtx)
+		n := c.budget.room(wait)
 		if n == 0 {
-			c.cl.AllowRebalance()
-			break
+			cancel()
+			if runCtx.Err() != nil {
+				c.cl.AllowRebalance()
+				break
+			}
+			c.commitDue(runCtx)
+			continue
 		}
 		// One poll brings a partition at most its own bound.
 		n = min(n, c.cfg.Buffer.PartitionRecords)
-		fs := c.cl.PollRecords(runCtx, n)
+		fs := c.cl.PollRecords(wait, n)
+		cancel()
 		if runCtx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			break
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
 			c.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
@@ -239,6 +276,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			c.partition(ftp.Topic, ftp.Partition).push(ftp.Records, ftp.HighWatermark)
 		})
 		c.cl.AllowRebalance()
+		c.commitDue(runCtx)
 	}
 	return c.shutdown()
 }
@@ -254,10 +292,14 @@ func (c *Consumer[K, V]) shutdown() error {
 	}
 	c.running.Wait()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := c.cl.CommitMarkedOffsets(ctx); err != nil {
-		c.log.Error("final commit failed; settled records after the last commit will be redelivered", "err", err)
+	if c.txn != nil {
+		c.commitTxn(context.Background())
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := c.cl.CommitMarkedOffsets(ctx); err != nil {
+			c.log.Error("final commit failed; settled records after the last commit will be redelivered", "err", err)
+		}
 	}
 	c.cl.Close()
 	c.log.Info("consumer stopped")
@@ -400,10 +442,15 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 	if c.tiers != nil {
 		c.tiers.drop(revoked)
 	}
-	ctx, cancel := context.WithTimeout(ctx, revokeCommitTimeout)
-	defer cancel()
-	if err := cl.CommitMarkedOffsets(ctx); err != nil {
-		c.log.Warn("commit on revoke failed; unsettled and uncommitted records will be redelivered", "err", err)
+	// In the exactly-once mode, offsets are committed only in the
+	// transactions: the open one is aborted (franz-go's
+	// GroupTransactSession), and its records are handled again.
+	if c.txn == nil {
+		ctx, cancel := context.WithTimeout(ctx, revokeCommitTimeout)
+		defer cancel()
+		if err := cl.CommitMarkedOffsets(ctx); err != nil {
+			c.log.Warn("commit on revoke failed; unsettled and uncommitted records will be redelivered", "err", err)
+		}
 	}
 	if len(revoked) > 0 {
 		c.log.Info("partitions revoked", "partitions", revoked)
@@ -554,6 +601,11 @@ func (c *Consumer[K, V]) Stats() Stats {
 		s.RetryTopics = c.dlq.states(true)
 	}
 	s.Flood = c.flood.state()
+	if t := c.txn; t != nil {
+		t.mu.Lock()
+		s.TransactionsCommitted, s.TransactionsAborted = t.committed, t.aborted
+		t.mu.Unlock()
+	}
 	s.Brokers = c.brokers.state()
 	if len(c.cfg.Dependencies) > 0 {
 		s.Dependencies = make(map[string]string, len(c.cfg.Dependencies))

@@ -26,7 +26,10 @@ var ErrNotStuck = errors.New("consumer: partition is not stuck on a record")
 var ErrClosed = errors.New("consumer: already run")
 
 // HaltError is returned by [Consumer.Run] when a failure's policy is Halt. It
-// names the record; the offset was not committed past it.
+// names the record; the offset was not committed past it. In the
+// exactly-once mode it is also returned when this member can no longer write
+// transactions (another one took its transactional id): Topic is empty and
+// Stage is "transaction".
 type HaltError struct {
 	Topic     string
 	Partition int32
@@ -37,6 +40,9 @@ type HaltError struct {
 }
 
 func (e *HaltError) Error() string {
+	if e.Topic == "" { // not on a record: the transactions of ExactlyOnce
+		return fmt.Sprintf("consumer: halted (%s): %v", e.Stage, e.Err)
+	}
 	return fmt.Sprintf("consumer: halted on %s/%d@%d (%s): %v", e.Topic, e.Partition, e.Offset, e.Stage, e.Err)
 }
 

@@ -108,8 +108,12 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 	if e, ok := c.attempts.take(topic, part); ok && !p.lanes.on() {
 		p.retryState = &e
 	}
+	mark := func(r *kgo.Record) { c.cl.MarkCommitRecords(r) }
+	if c.txn != nil {
+		mark = c.txn.mark
+	}
 	p.ledger = ledger{
-		mark: func(r *kgo.Record) { c.cl.MarkCommitRecords(r) },
+		mark: mark,
 		release: func(n int, sz int64) {
 			p.mu.Lock()
 			p.flow.release(n, sz)
@@ -221,6 +225,9 @@ func (p *partition[K, V]) reap() (*letter, bool) {
 // waits for the oldest. It returns false when the worker must stop.
 func (p *partition[K, V]) settleLetter(rec *kgo.Record, l *letter) bool {
 	l.at = rec.Offset
+	if p.c.txn != nil {
+		return p.settleLetterTxn(rec, l)
+	}
 	if p.lanes.on() {
 		p.complete(rec, l)
 		return true
@@ -450,14 +457,17 @@ func headers(h []kgo.RecordHeader) []serde.Header {
 
 // try decodes and processes rec once. It returns the stage reached and the
 // failure, if any. A panic anywhere becomes a permanent failure of its stage.
-func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int, first time.Time, tier int) (stage deadletter.Stage, err error) {
+//
+// o.rec is the record as the handler sees it. In the exactly-once mode, the
+// handler's outputs are left in o.out when it succeeds.
+func (p *partition[K, V]) try(ctx context.Context, o *origin, attempt int, first time.Time) (stage deadletter.Stage, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = failure.Permanent(&serde.PanicError{Stage: string(stage), Value: v})
 		}
 	}()
 	c := p.c
-	r, stage, err := p.decode(ctx, rec, attempt, first, tier)
+	r, stage, err := p.decode(ctx, o.rec, attempt, first, o.tiers)
 	if err != nil {
 		return stage, err
 	}
@@ -465,9 +475,13 @@ func (p *partition[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int,
 		start := time.Now()
 		err = c.cfg.Handler(ctx, r)
 		h.HandlerDone(HandlerEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Duration: time.Since(start), Err: err})
-		return stage, err
+	} else {
+		err = c.cfg.Handler(ctx, r)
 	}
-	return stage, c.cfg.Handler(ctx, r)
+	if err == nil && r.out != nil {
+		o.out = r.out
+	}
+	return stage, err
 }
 
 // decode decodes rec's key and value. It returns the stage reached (process
@@ -480,7 +494,7 @@ func (p *partition[K, V]) decode(ctx context.Context, rec *kgo.Record, attempt i
 		}
 	}()
 	c := p.c
-	r = &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first, Tier: tier}
+	r = &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first, Tier: tier, txn: c.txn != nil}
 	m := serde.Meta{Topic: rec.Topic, Headers: headers(rec.Headers)}
 	if c.cfg.Key != nil {
 		stage = deadletter.StageDeserializeKey
@@ -516,6 +530,7 @@ type origin struct {
 	forwards int  // forwards to a tier so far (HeaderRetryForwards)
 	keyed    bool // its family tracks it (per-key order): settling it must say so
 	saved    bool // it has a durable attempts entry
+	out      []*kgo.Record // the handler's outputs (exactly-once mode)
 }
 
 // process decodes and processes rec (o.rec as the handler sees it), then
@@ -532,13 +547,13 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 			p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
 		}
 	}
-	stage, err := p.try(p.ctx, o.rec, attempt, first, o.tiers)
+	stage, err := p.try(p.ctx, o, attempt, first)
 	if err == nil {
 		p.processed(rec, o)
 		if o.saved {
 			c.attempts.clear(rec)
 		}
-		return p.settled(rec)
+		return p.settledOut(rec, o.out)
 	}
 	return p.settleFailure(rec, o, stage, err, attempt, first)
 }
@@ -565,6 +580,9 @@ func (p *partition[K, V]) outcome(rec *kgo.Record, stage deadletter.Stage, class
 // settled records that rec is settled without a dead letter. It returns
 // false when the worker must stop.
 func (p *partition[K, V]) settled(rec *kgo.Record) bool {
+	if p.c.txn != nil {
+		return p.settledOut(rec, nil)
+	}
 	if p.lanes.on() {
 		p.complete(rec, nil)
 		return true

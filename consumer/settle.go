@@ -111,12 +111,12 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 				continue // stopping, skipped or kill switch: re-decide at the top
 			}
 			attempt++
-			stage, err = p.try(rctx, o.rec, attempt, first, o.tiers)
+			stage, err = p.try(rctx, o, attempt, first)
 			if err == nil {
 				p.clearStuck(rec.Offset) // no longer skippable
 				p.processed(rec, o)
 				p.log.info("record recovered after retry", rec, "attempts", attempt)
-				return p.settled(rec)
+				return p.settledOut(rec, o.out)
 			}
 			continue
 		}
@@ -177,10 +177,13 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	p.floodAdd(true)
 	p.untrack(o)
 	// The write is asynchronous: the partition goes on while it is in
-	// flight, and its offset is marked only once it is acknowledged.
+	// flight, and its offset is marked only once it is acknowledged. In
+	// the exactly-once mode, settleLetter writes it in the transaction.
 	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err)
 	l.class, l.attempts = class, attempts
-	c.dlq.send(p.ctx, l)
+	if c.txn == nil {
+		c.dlq.send(p.ctx, l)
+	}
 	return p.settleLetter(rec, l)
 }
 

@@ -31,6 +31,10 @@ type Stats struct {
 	Parked    uint64
 	// DeadLetterWriteErrors counts failed dead-letter write attempts.
 	DeadLetterWriteErrors uint64
+	// TransactionsCommitted and TransactionsAborted count the transactions
+	// of the exactly-once mode (see [ExactlyOnce]).
+	TransactionsCommitted uint64 `json:",omitempty"`
+	TransactionsAborted   uint64 `json:",omitempty"`
 	// Outcomes breaks the failure counters down by stage and class.
 	Outcomes map[OutcomeKey]uint64
 	// RetryEnabled is the kill switch.

@@ -1,0 +1,187 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// readCommitted reads every committed record of topic, as a read_committed
+// consumer sees it, up to the end offsets at the time of the call (every
+// transaction must be ended by then).
+func readCommitted(t testing.TB, c *kafkatest.Cluster, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends := endOffsets(t, c.Client(t), topic)
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	next := map[int32]int64{}
+	reached := func() bool {
+		for p, e := range ends {
+			if next[p] < e {
+				return false
+			}
+		}
+		return true
+	}
+	var out []*kgo.Record
+	for !reached() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("readCommitted %s: at %v of %v: %v", topic, next, ends, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			next[r.Partition] = max(next[r.Partition], r.Offset+1)
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
+
+type eosIn struct {
+	ID int `json:"id"`
+}
+
+// TestExactlyOnce: a handler produces one output per record; 1% are poison
+// pills and 1% fail transiently twice, producing before they fail. The
+// outputs topic holds each good record's output once (the outputs of failed
+// tries are dropped), the dead-letter topic each poison pill once, all in
+// committed transactions, and the group's offsets are committed at the end.
+func TestExactlyOnce(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out := c.Topic(t, "eos-in", 2), c.Topic(t, "eos-out", 2)
+	const n = 2000
+	recs := make([]*kgo.Record, 0, n)
+	poison := map[string]bool{}
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{Topic: in, Partition: int32(i % 2), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf(`{"id":%d}`, i))}
+		if i%100 == 7 {
+			r.Value = []byte{0xde, 0xad}
+			poison[strconv.Itoa(i)] = true
+		}
+		recs = append(recs, r)
+	}
+	produce(t, manualProducer(t, c), recs...)
+	group := kafkatest.UniqueName("eos")
+	cons, err := consumer.New(consumer.Config[string, eosIn]{
+		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: testLogger(t),
+		Key: serde.String(), Value: serde.JSON[eosIn](),
+		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 5)}}},
+		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eos-txn"), MaxRecords: 100},
+		Handler: func(_ context.Context, r *consumer.Record[string, eosIn]) error {
+			if r.Value.ID%100 == 11 {
+				if err := r.Produce(&kgo.Record{Value: []byte("no topic")}); err == nil {
+					t.Errorf("Produce of a record without a topic: no error")
+				}
+			}
+			if err := r.Produce(&kgo.Record{Topic: out, Key: []byte(r.Key), Value: []byte(strconv.Itoa(r.Value.ID))}); err != nil {
+				return err
+			}
+			if r.Value.ID%100 == 3 && r.Attempt <= 2 {
+				return failure.Transient(errors.New("flaky")) // its output is dropped
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, cons)
+	waitFor(t, time.Minute, "every record settled", func() bool {
+		s := cons.Stats()
+		return s.Processed+s.DeadLettered >= n
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := cons.Stats()
+	t.Logf("%s: %d transactions committed, %d aborted", c.Kind(), s.TransactionsCommitted, s.TransactionsAborted)
+	if s.TransactionsCommitted < 10 {
+		t.Errorf("%d transactions committed for %d records of at most 100 each", s.TransactionsCommitted, n)
+	}
+	seen := map[string]int{}
+	for _, r := range readCommitted(t, c, out) {
+		seen[string(r.Key)]++
+	}
+	for i := 0; i < n; i++ {
+		k := strconv.Itoa(i)
+		if want := map[bool]int{true: 0, false: 1}[poison[k]]; seen[k] != want {
+			t.Errorf("output of %s: %d times, want %d", k, seen[k], want)
+		}
+	}
+	dl := readCommitted(t, c, in+".dlq")
+	letters := map[string]int{}
+	for _, r := range dl {
+		letters[string(r.Key)]++
+	}
+	if len(dl) != len(poison) {
+		t.Errorf("%d dead letters, want %d", len(dl), len(poison))
+	}
+	for k := range poison {
+		if letters[k] != 1 {
+			t.Errorf("poison pill %s: %d dead letters, want 1", k, letters[k])
+		}
+	}
+	ends := endOffsets(t, c.Client(t), in)
+	if got := committed(t, c, group, in); fmt.Sprint(got) != fmt.Sprint(ends) {
+		t.Errorf("committed %v, want the end offsets %v", got, ends)
+	}
+}
+
+func TestExactlyOnceConfig(t *testing.T) {
+	base := func() consumer.Config[string, string] {
+		return consumer.Config[string, string]{
+			Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g", Value: serde.String(),
+			Handler:     func(context.Context, *consumer.Record[string, string]) error { return nil },
+			ExactlyOnce: consumer.ExactlyOnce{TransactionalID: "tx"},
+		}
+	}
+	for _, tc := range []struct {
+		field string
+		edit  func(*consumer.Config[string, string])
+	}{
+		{"ExactlyOnce", func(c *consumer.Config[string, string]) { c.Concurrency.Max = 4 }},
+		{"ExactlyOnce", func(c *consumer.Config[string, string]) {
+			c.Handler = nil
+			c.BatchHandler = func(context.Context, []*consumer.Record[string, string]) error { return nil }
+		}},
+		{"ExactlyOnce", func(c *consumer.Config[string, string]) {
+			c.RetryTopics.Tiers = []time.Duration{time.Second}
+			c.Policy.Process.Transient = consumer.Outcome{Then: consumer.RetryTopic}
+		}},
+		{"ExactlyOnce.MaxRecords", func(c *consumer.Config[string, string]) { c.ExactlyOnce.MaxRecords = -1 }},
+		{"ExactlyOnce.Interval", func(c *consumer.Config[string, string]) { c.ExactlyOnce.Interval = time.Millisecond }},
+		{"ExactlyOnce.TransactionalID", func(c *consumer.Config[string, string]) {
+			c.ExactlyOnce = consumer.ExactlyOnce{MaxRecords: 10}
+		}},
+	} {
+		cfg := base()
+		tc.edit(&cfg)
+		_, err := consumer.New(cfg)
+		if !errors.Is(err, consumer.ErrConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("want a config error naming %s, got %v", tc.field, err)
+		}
+	}
+}
+
+func TestRecordProduce(t *testing.T) {
+	var r consumer.Record[string, string]
+	if err := r.Produce(&kgo.Record{Topic: "out"}); !errors.Is(err, consumer.ErrNotTransactional) {
+		t.Errorf("Produce without ExactlyOnce: %v, want ErrNotTransactional", err)
+	}
+}
