@@ -53,7 +53,7 @@ type Record[K, V any] struct {
 	// failing: 0 for a record that was not forwarded.
 	Tier int
 
-	txn bool           // the consumer is in the exactly-once mode
+	txn bool          // the consumer is in the exactly-once mode
 	out []*kgo.Record // outputs of the handler (Produce)
 }
 

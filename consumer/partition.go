@@ -526,10 +526,10 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 // itself, or the original of a record read from a retry tier.
 type origin struct {
 	rec      *kgo.Record
-	tiers    int  // retry tiers it went through after failing; 0 at the source
-	forwards int  // forwards to a tier so far (HeaderRetryForwards)
-	keyed    bool // its family tracks it (per-key order): settling it must say so
-	saved    bool // it has a durable attempts entry
+	tiers    int           // retry tiers it went through after failing; 0 at the source
+	forwards int           // forwards to a tier so far (HeaderRetryForwards)
+	keyed    bool          // its family tracks it (per-key order): settling it must say so
+	saved    bool          // it has a durable attempts entry
 	out      []*kgo.Record // the handler's outputs (exactly-once mode)
 }
 

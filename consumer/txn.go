@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/antidote-kafka/antidote/failure"
 )
 
 // ExactlyOnce turns on the exactly-once mode: the records a handler produces
@@ -101,14 +103,14 @@ func (r *Record[K, V]) Produce(recs ...*kgo.Record) error {
 	}
 	for _, o := range recs {
 		if o == nil || o.Topic == "" {
-			return failureNoTopic
+			return errNoTopic
 		}
 	}
 	r.out = append(r.out, recs...)
 	return nil
 }
 
-var failureNoTopic = errors.New("consumer: Record.Produce: an output record has no topic")
+var errNoTopic = failure.Permanent(errors.New("consumer: Record.Produce: an output record has no topic"))
 
 // txn runs the transactions of the exactly-once mode. Partition workers
 // settle records through its gate; the poll goroutine commits.
