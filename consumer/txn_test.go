@@ -23,11 +23,18 @@ import (
 // transaction must be ended by then).
 func readCommitted(t testing.TB, c *kafkatest.Cluster, topic string) []*kgo.Record {
 	t.Helper()
+	return readTxn(t, c, topic, kgo.ReadCommitted())
+}
+
+// readTxn reads a topic written in transactions with the isolation level
+// given, control records left out.
+func readTxn(t testing.TB, c *kafkatest.Cluster, topic string, level kgo.IsolationLevel) []*kgo.Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ends := endOffsets(t, c.Client(t), topic)
 	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		kgo.FetchIsolationLevel(level), kgo.KeepControlRecords())
 	next := map[int32]int64{}
 	reached := func() bool {
 		for p, e := range ends {
