@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -231,3 +232,67 @@ func ExampleBatchHandler() {
 	// indexed: [a b d e]
 	// processed: 4 dead-lettered: 1
 }
+
+// ExampleExactlyOnce: a consumer that enriches orders into another topic.
+// Its outputs, its dead letters and its offset commits go out in Kafka
+// transactions: a read_committed reader of "enriched" sees each output
+// once, whatever crashes.
+func ExampleExactlyOnce() {
+	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders", "orders.dlq", "enriched"))
+	defer cluster.Close()
+	producer, _ := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	defer producer.Close()
+	ctx := context.Background()
+	for _, v := range []string{"a", "b", "\xff", "c"} {
+		producer.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte(v)})
+	}
+
+	c, _ := consumer.New(consumer.Config[string, string]{
+		Brokers: cluster.ListenAddrs(),
+		Topics:  []string{"orders"},
+		Group:   "enricher",
+		Value:   validUTF8,
+		Handler: func(ctx context.Context, r *consumer.Record[string, string]) error {
+			// Written only if the handler returns nil, in the transaction
+			// that commits this record's offset.
+			return r.Produce(&kgo.Record{Topic: "enriched", Value: []byte("order " + r.Value)})
+		},
+		// One id per member, the same across its restarts.
+		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: "enricher-0", MaxRecords: 1000, Interval: 100 * time.Millisecond},
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ClientOpts:  []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- c.Run(runCtx) }()
+	for s := c.Stats(); s.Processed+s.DeadLettered < 4; s = c.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done // the last transaction is committed on the way out
+
+	reader, _ := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("enriched"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	defer reader.Close()
+	for n := 0; n < 3; {
+		reader.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			fmt.Println(string(r.Value))
+			n++
+		})
+	}
+	fmt.Println("dead-lettered:", c.Stats().DeadLettered)
+	// Output:
+	// order a
+	// order b
+	// order c
+	// dead-lettered: 1
+}
+
+// validUTF8 turns bytes into a string, failing (permanently) on invalid
+// UTF-8.
+var validUTF8 = serde.DeserializerFunc[string](func(_ context.Context, _ serde.Meta, b []byte) (string, error) {
+	if !utf8.Valid(b) {
+		return "", failure.Permanent(errors.New("not UTF-8"))
+	}
+	return string(b), nil
+})
