@@ -57,6 +57,17 @@
 // record by record to find the poison pill (permanent, or a panic). Records
 // that cannot be decoded are settled before the batch and never reach it.
 //
+// # Exactly once
+//
+// A consumer that writes its results to Kafka can write them, its dead
+// letters and the commit of its offsets in one Kafka transaction:
+// [Config.ExactlyOnce] with a transactional id per member, and the handler's
+// outputs given to [Record.Produce]. Outputs are written only when the
+// handler returns nil; a transaction is committed every MaxRecords settled
+// records or Interval, and one that cannot commit is aborted and its records
+// handled again. A read_committed reader of the outputs sees each once,
+// whatever crashes. See [ExactlyOnce] for what it does not combine with.
+//
 // # Memory
 //
 // What the consumer holds is bounded ([Config.Buffer], [BufferLimits]): per
