@@ -110,7 +110,7 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 	}
 	mark := func(r *kgo.Record) { c.cl.MarkCommitRecords(r) }
 	if c.txn != nil {
-		mark = c.txn.mark
+		mark = func(*kgo.Record) {} // the transaction marks (txn.settle)
 	}
 	p.ledger = ledger{
 		mark: mark,

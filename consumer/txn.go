@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/failure"
 )
 
@@ -113,54 +114,115 @@ func (r *Record[K, V]) Produce(recs ...*kgo.Record) error {
 var errNoTopic = failure.Permanent(errors.New("consumer: Record.Produce: an output record has no topic"))
 
 // txn runs the transactions of the exactly-once mode. Partition workers
-// settle records through its gate; the poll goroutine commits.
+// settle records through it (settle); the poll goroutine commits. Workers
+// never wait for a commit: what they settle while one runs is queued, and
+// written in the next transaction once it begins.
 type txn struct {
 	sess *kgo.GroupTransactSession
 	cfg  ExactlyOnce
 	log  *slog.Logger
 
-	gate gate
-
-	mu      sync.Mutex
+	mu sync.Mutex
+	// The open transaction.
 	marks   map[tp]kgo.EpochOffset // next offset to commit, per partition
-	settled int                    // records settled in this transaction
-	outputs int                    // records produced by handlers in it
+	settled int                    // records settled in it
 	letters []*letter              // dead letters written in it
 	failed  error                  // the first failed output write
-	first   time.Time              // of the first settle in it; zero if none
+	first   time.Time              // of its first settle; zero if none
 	full    chan struct{}          // signalled when settled reaches MaxRecords
 
-	committed, aborted uint64 // guarded by mu
+	// While a commit runs: what is settled meanwhile, for the next one.
+	committing bool
+	inside     int           // workers writing into the open transaction
+	empty      chan struct{} // closed when the last of them is done
+	queue      []queued
+	next       map[tp]kgo.EpochOffset
+	reopened   chan struct{} // closed when the commit is over
+
+	committed, aborted uint64
+}
+
+// queued is a record settled while a commit ran, with its writes.
+type queued struct {
+	out []*kgo.Record
+	l   *letter
 }
 
 func newTxn(cfg ExactlyOnce, log *slog.Logger) *txn {
-	return &txn{cfg: cfg, log: log, marks: make(map[tp]kgo.EpochOffset), full: make(chan struct{}, 1)}
+	return &txn{cfg: cfg, log: log, marks: make(map[tp]kgo.EpochOffset), next: make(map[tp]kgo.EpochOffset), full: make(chan struct{}, 1)}
 }
 
-// mark records that rec is settled in this transaction. The caller is in
-// the gate.
-func (t *txn) mark(rec *kgo.Record) {
-	t.mu.Lock()
-	t.marks[tp{rec.Topic, rec.Partition}] = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
-	if t.settled++; t.settled == 1 {
+// settle writes the outputs and the dead letter (either may be absent) of a
+// settled record in the open transaction and marks its offset for the
+// transaction's commit. While a commit runs, they are queued for the next
+// transaction instead; when MaxRecords are queued, settle waits for the
+// commit. It returns false when ctx ends first.
+func (t *txn) settle(ctx context.Context, cl *kgo.Client, w *dlqWriter, rec *kgo.Record, out []*kgo.Record, l *letter) bool {
+	for {
+		t.mu.Lock()
+		if !t.committing {
+			t.inside++
+			t.mu.Unlock()
+			t.write(ctx, cl, w, out, l)
+			t.mu.Lock()
+			t.markLocked(t.marks, rec)
+			if t.inside--; t.inside == 0 && t.empty != nil {
+				close(t.empty)
+				t.empty = nil
+			}
+			t.mu.Unlock()
+			return true
+		}
+		if len(t.queue) < t.cfg.MaxRecords {
+			t.queue = append(t.queue, queued{out: out, l: l})
+			t.markLocked(t.next, rec)
+			t.mu.Unlock()
+			return true
+		}
+		ch := t.reopened
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// write produces outputs and a letter in the open transaction.
+func (t *txn) write(ctx context.Context, cl *kgo.Client, w *dlqWriter, out []*kgo.Record, l *letter) {
+	for _, r := range out {
+		cl.Produce(context.Background(), r, t.promise)
+	}
+	if l != nil {
+		w.send(ctx, l)
+		t.mu.Lock()
+		t.letters = append(t.letters, l)
+		t.mu.Unlock()
+	}
+}
+
+func (t *txn) markLocked(marks map[tp]kgo.EpochOffset, rec *kgo.Record) {
+	marks[tp{rec.Topic, rec.Partition}] = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
+	if t.committing {
+		return // counted for the next transaction when it begins
+	}
+	t.counted(1)
+}
+
+// counted counts n records settled in the open transaction.
+func (t *txn) counted(n int) {
+	if t.settled == 0 && n > 0 {
 		t.first = time.Now()
 	}
-	if t.settled == t.cfg.MaxRecords {
+	before := t.settled
+	t.settled += n
+	if before < t.cfg.MaxRecords && t.settled >= t.cfg.MaxRecords {
 		select {
 		case t.full <- struct{}{}:
 		default:
 		}
 	}
-	t.mu.Unlock()
-}
-
-// produce writes a handler's output in this transaction. The caller is in
-// the gate.
-func (t *txn) produce(cl *kgo.Client, r *kgo.Record) {
-	t.mu.Lock()
-	t.outputs++
-	t.mu.Unlock()
-	cl.Produce(context.Background(), r, t.promise)
 }
 
 func (t *txn) promise(r *kgo.Record, err error) {
@@ -174,14 +236,6 @@ func (t *txn) promise(r *kgo.Record, err error) {
 	t.mu.Unlock()
 }
 
-// letter records a dead letter written in this transaction. The caller is
-// in the gate.
-func (t *txn) letter(l *letter) {
-	t.mu.Lock()
-	t.letters = append(t.letters, l)
-	t.mu.Unlock()
-}
-
 // due returns when the open transaction is due for a commit: Interval after
 // its first settle, or Interval from now while it holds nothing.
 func (t *txn) due() time.Time {
@@ -191,6 +245,14 @@ func (t *txn) due() time.Time {
 		return time.Now().Add(t.cfg.Interval)
 	}
 	return t.first.Add(t.cfg.Interval)
+}
+
+// isDue reports whether the open transaction is due: MaxRecords settled, or
+// Interval since its first settle.
+func (t *txn) isDue() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.settled >= t.cfg.MaxRecords || (!t.first.IsZero() && !time.Now().Before(t.first.Add(t.cfg.Interval)))
 }
 
 // rewrite is the kgo.PreTxnCommitFnContext of a commit: franz-go commits
@@ -217,28 +279,77 @@ func (t *txn) rewrite(marks map[tp]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRe
 		req.Topics = topics
 		for k := range marks {
 			if !seen[k] {
-				// Settled but not polled since the last commit cannot
-				// happen: a record is settled after its poll.
-				return fmt.Errorf("transaction: %s/%d settled but not in the commit", k.topic, k.partition)
+				// A record is settled after its poll, so this is a
+				// partition revoked meanwhile: the session aborts.
+				return fmt.Errorf("transaction: %s/%d settled but no longer assigned", k.topic, k.partition)
 			}
 		}
 		return nil
 	}
 }
 
-// commit ends the open transaction (a commit, or an abort when a write in
-// it failed) and begins the next. It runs on the poll goroutine with the
-// gate closed. It reports whether the transaction was aborted, in which case
-// the caller must drop every record it holds: the client goes back to the
-// committed offsets. A fatal error (the producer was fenced) is returned.
-func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration) (aborted bool, err error) {
+// begin starts a commit: what is settled from now on is queued. It waits
+// for the workers writing into the open transaction.
+func (t *txn) begin() {
 	t.mu.Lock()
-	empty := t.settled == 0 && t.outputs == 0 && len(t.letters) == 0
+	t.committing = true
+	t.reopened = make(chan struct{})
+	if t.inside == 0 {
+		t.mu.Unlock()
+		return
+	}
+	t.empty = make(chan struct{})
+	ch := t.empty
+	t.mu.Unlock()
+	<-ch
+}
+
+// end ends a commit: the queued writes go into the transaction just begun
+// (dropped after an abort, whose records are handled again), and workers
+// write into it directly again.
+func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) {
+	for {
+		t.mu.Lock()
+		q := t.queue
+		t.queue = nil
+		if drop {
+			q = nil
+		}
+		if len(q) == 0 {
+			if !drop {
+				for k, eo := range t.next {
+					t.marks[k] = eo
+				}
+			}
+			clear(t.next)
+			t.committing = false
+			close(t.reopened)
+			t.mu.Unlock()
+			return
+		}
+		t.counted(len(q))
+		t.mu.Unlock()
+		for _, e := range q {
+			t.write(ctx, cl, w, e.out, e.l)
+		}
+	}
+}
+
+// commit ends the open transaction (a commit, or an abort when a write in
+// it failed) and begins the next. It runs on the poll goroutine between
+// begin and end. It reports whether the transaction was aborted, in which
+// case the caller must drop every record it holds: the client goes back to
+// the committed offsets. A fatal error (the producer was fenced) is returned.
+func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err error) {
+	t.mu.Lock()
+	empty := t.settled == 0 && len(t.letters) == 0 && t.failed == nil
 	t.mu.Unlock()
 	if empty {
 		return false, nil
 	}
-	fctx, cancel := context.WithTimeout(ctx, timeout)
+	// Not ended by ctx: a commit that has begun finishes, even when the
+	// consumer stops (its last commit follows).
+	fctx, cancel := context.WithTimeout(context.Background(), timeout)
 	ferr := cl.Flush(fctx)
 	cancel()
 	t.mu.Lock()
@@ -251,8 +362,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	if why == nil && ferr != nil {
 		why = fmt.Errorf("flush: %w", ferr)
 	}
-	marks := t.marks
-	settled := t.settled
+	marks, settled := t.marks, t.settled
 	t.mu.Unlock()
 
 	try := kgo.TryCommit
@@ -265,7 +375,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	cancel()
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
-	t.settled, t.outputs, t.letters, t.failed, t.first = 0, 0, nil, nil, time.Time{}
+	t.settled, t.letters, t.failed, t.first = 0, nil, nil, time.Time{}
 	if committed {
 		t.committed++
 	} else {
@@ -304,67 +414,6 @@ func fatalTxn(err error) bool {
 	return false
 }
 
-// gate keeps the partition workers out while a transaction commits: a
-// worker settles a record (writes its outputs and dead letter, marks its
-// offset) inside the gate, and the commit waits for those inside, so that a
-// commit covers every record whose writes it flushed and none other.
-type gate struct {
-	mu     sync.Mutex
-	inside int
-	closed chan struct{} // non-nil while a commit runs, closed when it ends
-	empty  chan struct{} // closed when the last worker leaves a closed gate
-}
-
-// enter waits while the gate is closed. It returns false when ctx ends
-// first (the partition is revoked or the consumer stops).
-func (g *gate) enter(ctx context.Context) bool {
-	for {
-		g.mu.Lock()
-		if g.closed == nil {
-			g.inside++
-			g.mu.Unlock()
-			return true
-		}
-		ch := g.closed
-		g.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-func (g *gate) leave() {
-	g.mu.Lock()
-	if g.inside--; g.inside == 0 && g.empty != nil {
-		close(g.empty)
-		g.empty = nil
-	}
-	g.mu.Unlock()
-}
-
-// close closes the gate and waits until nobody is inside.
-func (g *gate) close() {
-	g.mu.Lock()
-	g.closed = make(chan struct{})
-	if g.inside == 0 {
-		g.mu.Unlock()
-		return
-	}
-	g.empty = make(chan struct{})
-	ch := g.empty
-	g.mu.Unlock()
-	<-ch
-}
-
-func (g *gate) open() {
-	g.mu.Lock()
-	close(g.closed)
-	g.closed = nil
-	g.mu.Unlock()
-}
-
 // pollContext is the context of one wait of the poll loop: ctx, and in the
 // exactly-once mode ended when the open transaction is due.
 func (c *Consumer[K, V]) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -383,32 +432,24 @@ func (c *Consumer[K, V]) pollContext(ctx context.Context) (context.Context, cont
 	return wctx, cancel
 }
 
-// commitDue commits the open transaction when it is due: MaxRecords
-// settled, or Interval since its first settle.
+// commitDue commits the open transaction when it is due.
 func (c *Consumer[K, V]) commitDue(ctx context.Context) {
-	t := c.txn
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	due := t.settled >= t.cfg.MaxRecords || (!t.first.IsZero() && !time.Now().Before(t.first.Add(t.cfg.Interval)))
-	t.mu.Unlock()
-	if due {
+	if t := c.txn; t != nil && t.isDue() {
 		c.commitTxn(ctx)
 	}
 }
 
-// commitTxn commits the open transaction, with the workers out of the gate.
-// After an abort, every worker is stopped before the gate opens again: the
-// records they hold are fetched again from the committed offsets.
+// commitTxn commits the open transaction. After an abort, every worker is
+// stopped, and what they settled meanwhile dropped: the records they hold
+// are fetched again from the committed offsets.
 func (c *Consumer[K, V]) commitTxn(ctx context.Context) {
 	t := c.txn
-	t.gate.close()
-	defer t.gate.open()
-	aborted, err := t.commit(ctx, c.cl, c.cfg.DeadLetter.WriteTimeout)
+	t.begin()
+	aborted, err := t.commit(c.cl, c.cfg.DeadLetter.WriteTimeout)
 	if aborted {
 		c.stopAll()
 	}
+	t.end(ctx, c.cl, c.dlq, aborted || err != nil)
 	if err != nil {
 		c.halt(txnHalt(err))
 	}
@@ -437,45 +478,37 @@ func (p *partition[K, V]) settledOut(rec *kgo.Record, out []*kgo.Record) bool {
 	if t == nil {
 		return p.settled(rec)
 	}
-	if !t.gate.enter(p.ctx) {
+	if !t.settle(p.ctx, p.c.cl, p.c.dlq, rec, out, nil) {
 		return false
 	}
-	for _, r := range out {
-		t.produce(p.c.cl, r)
-	}
-	p.ledger.done(rec)
-	p.ledger.flush() // marked now: the next commit covers it
-	t.gate.leave()
+	p.ledger.done(rec) // flow control: the transaction marks it
+	p.ledger.flush()
 	return true
 }
 
 // settleLetterTxn settles rec by its dead letter l in the open transaction:
 // the commit checks that it was written, and aborts otherwise. A letter that
-// cannot be produced at all (its topic is not ready, it is too large) waits
-// and is tried again, outside the gate, or is settled by
-// DeadLetterConfig.Unwritable, as without transactions.
+// cannot be written yet (its topic is not ready, it is too large) waits and
+// is checked again, or is settled by DeadLetterConfig.Unwritable, as without
+// transactions.
 func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
-	c, t, w := p.c, p.c.txn, p.c.dlq
+	c, w := p.c, p.c.dlq
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
 	defer p.clearStuck(l.at)
-	for {
-		if !t.gate.enter(p.ctx) {
-			return false
-		}
-		w.send(p.ctx, l)
-		if !l.failed() { // in flight, or written: the commit checks it
-			t.letter(l)
+	for tries := 1; ; tries++ {
+		err := w.writable(p.ctx, l)
+		if err == nil {
+			if !c.txn.settle(p.ctx, c.cl, w, rec, nil, l) {
+				return false
+			}
 			p.ledger.done(rec)
 			p.ledger.flush()
-			t.gate.leave()
 			p.letterDone(l)
 			return true
 		}
-		t.gate.leave()
-		err := l.cur.err
 		c.stats.dlqWriteErrors.Add(1)
-		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel})
+		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: tries, since: l.f.Last, lastErr: err, cancel: rcancel})
 		never := unwritable(err)
 		if never {
 			switch c.cfg.DeadLetter.Unwritable {
@@ -491,9 +524,15 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 				return false
 			}
 		}
-		wait := w.nextWait(l)
-		p.log.error("dead-letter write failed; the partition waits and retries", l.src,
-			"dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", dur(wait), "never_succeeds", never, "err", err)
+		var wait time.Duration
+		if !(tooLarge(err) && l.shrink()) { // smaller now: check again at once
+			var ok bool
+			if wait, ok = backoff.Next(w.retry, tries, 0, err); !ok {
+				wait = time.Second
+			}
+		}
+		p.log.error("dead letter cannot be written; the partition waits and checks again", l.src,
+			"dlq_topic", l.tmpl.Topic, "attempt", tries, "wait", dur(wait), "never_succeeds", never, "err", err)
 		if sleep(rctx, wait, nil) != nil {
 			if errors.Is(context.Cause(rctx), errSkipped) {
 				l.skipped = "operator"
@@ -503,4 +542,24 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 			return false
 		}
 	}
+}
+
+// writable checks, without writing, that l can be written: its topic is
+// ready and it fits.
+func (w *dlqWriter) writable(ctx context.Context, l *letter) error {
+	limit, ok := w.ready(l.src.Topic, l.tmpl.Topic)
+	if !ok {
+		sources, err := w.sourcePartitions(ctx, l.src.Topic)
+		if err == nil {
+			err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
+		}
+		if err != nil {
+			return err
+		}
+		limit = w.limit(l.tmpl.Topic)
+	}
+	if limit > 0 && letterSize(&l.tmpl) > limit {
+		return fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit)
+	}
+	return nil
 }
