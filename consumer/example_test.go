@@ -258,7 +258,7 @@ func ExampleExactlyOnce() {
 			return r.Produce(&kgo.Record{Topic: "enriched", Value: []byte("order " + r.Value)})
 		},
 		// One id per member, the same across its restarts.
-		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: "enricher-0", MaxRecords: 1000, Interval: 100 * time.Millisecond},
+		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: "enricher-0", MaxRecords: 10000, Interval: 100 * time.Millisecond},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ClientOpts:  []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 	})

@@ -24,9 +24,11 @@ import (
 // handled again from the last committed offset.
 //
 // A transaction is committed every MaxRecords settled records or every
-// Interval, whichever comes first, when it holds anything. While it commits,
-// the partitions finish the record they are handling but do not settle
-// another (a commit takes a few round trips to the broker).
+// Interval, whichever comes first, when it holds anything. A commit takes a
+// few round trips to the broker; the partitions do not wait for it: what
+// they settle meanwhile is written in the next transaction. Outputs become
+// visible to read_committed readers when their transaction commits, so
+// Interval is also about the delay they see.
 //
 // The consumer reads with read_committed unless ClientOpts says otherwise.
 // Not supported together (New fails, naming the fields): Concurrency.Max
@@ -43,7 +45,9 @@ type ExactlyOnce struct {
 	// *HaltError.
 	TransactionalID string
 	// MaxRecords commits the transaction once it settles this many
-	// records. Optional: 1000.
+	// records. Optional: 10,000. While a commit runs, this many records
+	// settled meanwhile can wait for the next transaction; then the
+	// partitions wait for the commit.
 	MaxRecords int
 	// Interval commits the transaction at least this often while it holds
 	// anything. Optional: 100ms.
@@ -54,7 +58,7 @@ func (e ExactlyOnce) on() bool { return e.TransactionalID != "" }
 
 func (e ExactlyOnce) withDefaults() ExactlyOnce {
 	if e.MaxRecords == 0 {
-		e.MaxRecords = 1000
+		e.MaxRecords = 10000
 	}
 	if e.Interval == 0 {
 		e.Interval = 100 * time.Millisecond
