@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
@@ -64,12 +66,12 @@ type eosIn struct {
 	ID int `json:"id"`
 }
 
-// TestExactlyOnce: a handler produces one output per record; 1% are poison
+// TestIntegrationExactlyOnce: a handler produces one output per record; 1% are poison
 // pills and 1% fail transiently twice, producing before they fail. The
 // outputs topic holds each good record's output once (the outputs of failed
 // tries are dropped), the dead-letter topic each poison pill once, all in
 // committed transactions, and the group's offsets are committed at the end.
-func TestExactlyOnce(t *testing.T) {
+func TestIntegrationExactlyOnce(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out := c.Topic(t, "eos-in", 2), c.Topic(t, "eos-out", 2)
 	const n = 2000
@@ -190,5 +192,139 @@ func TestRecordProduce(t *testing.T) {
 	var r consumer.Record[string, string]
 	if err := r.Produce(&kgo.Record{Topic: "out"}); !errors.Is(err, consumer.ErrNotTransactional) {
 		t.Errorf("Produce without ExactlyOnce: %v, want ErrNotTransactional", err)
+	}
+}
+
+// eosConsumer is an exactly-once consumer of in that writes each record's
+// value to out.
+func eosConsumer(t *testing.T, c *kafkatest.Cluster, in, out, group, txid string) *consumer.Consumer[string, string] {
+	t.Helper()
+	cons, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: testLogger(t),
+		Key: serde.String(), Value: serde.String(),
+		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: txid, MaxRecords: 50},
+		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cons
+}
+
+// TestExactlyOnceFailedOutput: the first produce of an output fails (a
+// non-retryable error from the broker). The transaction is aborted, its
+// records are handled again from the committed offsets, and in the end the
+// outputs topic holds each record's output once.
+func TestExactlyOnceFailedOutput(t *testing.T) {
+	c := kafkatest.New(t)
+	if c.Fake() == nil {
+		t.Skip("needs kfake fault injection")
+	}
+	in, out := c.Topic(t, "eosfail-in", 1), c.Topic(t, "eosfail-out", 1)
+	const n = 300
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
+	}
+	produce(t, manualProducer(t, c), recs...)
+	failed := false
+	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		pr := req.(*kmsg.ProduceRequest)
+		if pr.TransactionID == nil || failed {
+			c.Fake().KeepControl()
+			return nil, nil, false
+		}
+		failed = true // the first transactional produce: outputs only, no record here is a poison pill
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	group := kafkatest.UniqueName("eosfail")
+	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eosfail-txn"))
+	stop := runConsumer(t, cons)
+	ends := endOffsets(t, c.Client(t), in)
+	waitFor(t, time.Minute, "the group's offsets at the end", func() bool {
+		return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := cons.Stats()
+	if !failed || s.TransactionsAborted == 0 {
+		t.Fatalf("injected failure %v, %d transactions aborted: the failed write did not abort one", failed, s.TransactionsAborted)
+	}
+	seen := map[string]int{}
+	for _, r := range readCommitted(t, c, out) {
+		seen[string(r.Key)]++
+	}
+	for i := 0; i < n; i++ {
+		if k := strconv.Itoa(i); seen[k] != 1 {
+			t.Errorf("output of %s: %d times, want 1", k, seen[k])
+		}
+	}
+	t.Logf("%d transactions committed, %d aborted; %d records handled for %d", s.TransactionsCommitted, s.TransactionsAborted, s.Processed, n)
+}
+
+// TestIntegrationExactlyOnceFenced: a second consumer that starts with the same
+// transactional id fences the first, which stops with a *HaltError; the
+// second goes on, and every output is committed once.
+func TestIntegrationExactlyOnceFenced(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out := c.Topic(t, "eosfence-in", 1), c.Topic(t, "eosfence-out", 1)
+	const n = 200
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
+	}
+	produce(t, manualProducer(t, c), recs[:n/2]...)
+	group, txid := kafkatest.UniqueName("eosfence"), kafkatest.UniqueName("eosfence-txn")
+	first := eosConsumer(t, c, in, out, group, txid)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- first.Run(ctx) }()
+	waitFor(t, time.Minute, "the first half processed", func() bool { return first.Stats().TransactionsCommitted > 0 && first.Stats().Processed >= n/2 })
+
+	second := eosConsumer(t, c, in, out, group, txid) // the same id: fences the first
+	stop := runConsumer(t, second)
+	produce(t, manualProducer(t, c), recs[n/2:]...)
+	select {
+	case err := <-errc:
+		var h *consumer.HaltError
+		if !errors.As(err, &h) || h.Stage != "transaction" {
+			t.Fatalf("the fenced consumer's Run returned %v, want a *HaltError of stage transaction", err)
+		}
+		t.Logf("fenced: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the fenced consumer did not stop")
+	}
+	ends := endOffsets(t, c.Client(t), in)
+	waitFor(t, time.Minute, "the group's offsets at the end", func() bool {
+		return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range readCommitted(t, c, out) {
+		seen[string(r.Key)]++
+	}
+	for i := 0; i < n; i++ {
+		if k := strconv.Itoa(i); seen[k] != 1 {
+			t.Errorf("output of %s: %d times, want 1", k, seen[k])
+		}
 	}
 }
