@@ -58,6 +58,7 @@ type gaugeDescs struct {
 	stuck, stuckSeconds, paused, lag      *prometheus.Desc
 	dependency                            *prometheus.Desc
 	flood, floodTrips                     *prometheus.Desc
+	transactions                          *prometheus.Desc
 }
 
 // New creates the metrics and registers them on reg (wrap it with
@@ -98,6 +99,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			brokers:      prometheus.NewDesc("antidote_brokers_reachable", "1 while the Kafka cluster answers.", nil, nil),
 			flood:        prometheus.NewDesc("antidote_flood_guard_tripped", "1 while the flood guard holds the consumer (too many records would be dead-lettered), else 0.", nil, nil),
 			floodTrips:   prometheus.NewDesc("antidote_flood_guard_trips_total", "Times the flood guard tripped.", nil, nil),
+			transactions: prometheus.NewDesc("antidote_transactions_total", "Transactions of the exactly-once mode, by result (committed, aborted).", []string{"result"}, nil),
 			bufRecords:   prometheus.NewDesc("antidote_buffered_records", "Records held by the assigned partitions (fetched, not yet settled).", nil, nil),
 			bufBytes:     prometheus.NewDesc("antidote_buffered_bytes", "Bytes held by the assigned partitions.", nil, nil),
 			stuck:        prometheus.NewDesc("antidote_partition_stuck", "1 while an assigned partition cannot move past a record (retrying it, or waiting for its dead letter), else 0.", tp, nil),
@@ -161,7 +163,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.dlqLatency.Describe(ch)
 	g := m.gauges
 	for _, d := range []*prometheus.Desc{m.consumedDesc, g.running, g.ready, g.retryEnabled, g.brokers,
-		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.dependency, g.flood, g.floodTrips} {
+		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.dependency, g.flood, g.floodTrips, g.transactions} {
 		ch <- d
 	}
 }
@@ -190,6 +192,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(g.brokers, bit(s.Brokers.Reachable))
 	gauge(g.flood, bit(s.Flood != nil))
 	ch <- prometheus.MustNewConstMetric(g.floodTrips, prometheus.CounterValue, float64(s.FloodTrips))
+	if s.TransactionsCommitted+s.TransactionsAborted > 0 {
+		ch <- prometheus.MustNewConstMetric(g.transactions, prometheus.CounterValue, float64(s.TransactionsCommitted), "committed")
+		ch <- prometheus.MustNewConstMetric(g.transactions, prometheus.CounterValue, float64(s.TransactionsAborted), "aborted")
+	}
 	gauge(g.bufRecords, float64(s.BufferedRecords))
 	gauge(g.bufBytes, float64(s.BufferedBytes))
 	now := m.now()

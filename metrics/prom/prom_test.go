@@ -55,6 +55,7 @@ func TestExposition(t *testing.T) {
 		},
 		Dependencies: map[string]string{"registry": "open"},
 		Flood:        &consumer.Flood{Topic: "orders", Partition: 3}, FloodTrips: 2,
+		TransactionsCommitted: 12, TransactionsAborted: 1,
 	})
 	want := `
 # HELP antidote_records_total Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded). Stage and class are empty for processed records.
@@ -111,11 +112,15 @@ antidote_flood_guard_tripped 1
 # HELP antidote_flood_guard_trips_total Times the flood guard tripped.
 # TYPE antidote_flood_guard_trips_total counter
 antidote_flood_guard_trips_total 2
+# HELP antidote_transactions_total Transactions of the exactly-once mode, by result (committed, aborted).
+# TYPE antidote_transactions_total counter
+antidote_transactions_total{result="aborted"} 1
+antidote_transactions_total{result="committed"} 12
 `
 	names := []string{"antidote_records_total", "antidote_retries_total", "antidote_dead_letter_writes_total", "antidote_records_consumed_total",
 		"antidote_running", "antidote_ready", "antidote_retry_enabled", "antidote_brokers_reachable", "antidote_buffered_records", "antidote_buffered_bytes",
 		"antidote_partition_stuck", "antidote_partition_stuck_seconds", "antidote_partition_paused", "antidote_partition_lag", "antidote_dependency_state",
-		"antidote_flood_guard_tripped", "antidote_flood_guard_trips_total"}
+		"antidote_flood_guard_tripped", "antidote_flood_guard_trips_total", "antidote_transactions_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
