@@ -30,7 +30,9 @@ import (
 // visible to read_committed readers when their transaction commits, so
 // Interval is also about the delay they see.
 //
-// The consumer reads with read_committed unless ClientOpts says otherwise.
+// The consumer reads with read_committed unless ClientOpts says otherwise,
+// and Config.CommitInterval is not used: offsets are committed only in the
+// transactions (not on revoke either: a rebalance aborts the open one).
 // Not supported together (New fails, naming the fields): Concurrency.Max
 // above 1, BatchHandler, RetryTopics. DurableAttempts are not kept in this
 // mode: a record retried in place starts counting again after a restart.
