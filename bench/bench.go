@@ -180,6 +180,21 @@ type Run struct {
 	ProducedBatches    int64 `json:"produced_batches,omitempty"`
 	ProducedBytes      int64 `json:"produced_uncompressed_bytes,omitempty"`
 	ProducedCompressed int64 `json:"produced_compressed_bytes,omitempty"`
+	// Antidote: the produce requests its client sent, the median time from
+	// the start of a request's write to the end of its response's read
+	// (kgo.BrokerE2E.DurationE2E: the broker's time plus the network) and
+	// the median time a request waited to be written (WriteWait); the
+	// median and 99th percentile of a dead letter's write, from its start
+	// to its acknowledgement (kgo.HookProduceRecordUnbuffered).
+	ProduceRequests    int64   `json:"produce_requests,omitempty"`
+	ProduceE2EP50Ms    float64 `json:"produce_e2e_p50_ms,omitempty"`
+	ProduceQueuedP50Ms float64 `json:"produce_write_wait_p50_ms,omitempty"`
+	LetterAckP50Ms     float64 `json:"letter_ack_p50_ms,omitempty"`
+	LetterAckP99Ms     float64 `json:"letter_ack_p99_ms,omitempty"`
+	// Antidote: the seconds of the window during which a partition held
+	// its own buffer bound, so that the poll loop waited (Stats, sampled
+	// every 1 ms: Partition.Paused == PauseFull).
+	FullSeconds float64 `json:"full_seconds,omitempty"`
 	// The process: wall seconds from exec to exit, its CPU time (from its
 	// rusage), its peak RSS (its VmHWM, on Linux), and its CPU profile when
 	// asked for.

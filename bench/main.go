@@ -255,6 +255,11 @@ func printTable(w io.Writer, r *Result) {
 				if run.ProducedBatches > 0 {
 					detail += fmt.Sprintf(" in %d produce batches (%.1f letters each, %s)", run.ProducedBatches,
 						float64(run.DeadLettered)/float64(run.ProducedBatches), compressed(run.ProducedBytes, run.ProducedCompressed))
+					detail += fmt.Sprintf(", %d produce requests (p50: %.1f ms on the wire, %.1f ms before), letter ack p50 %.1f ms p99 %.1f ms",
+						run.ProduceRequests, run.ProduceE2EP50Ms, run.ProduceQueuedP50Ms, run.LetterAckP50Ms, run.LetterAckP99Ms)
+				}
+				if run.FullSeconds > 0 {
+					detail += fmt.Sprintf("; a partition held its buffer bound %.2fs", run.FullSeconds)
 				}
 			}
 			if run.Fetched != row.Produced {
