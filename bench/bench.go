@@ -36,7 +36,7 @@ type Options struct {
 	FetchMaxWait time.Duration
 	// Linger, when not negative, is passed to the Antidote client as
 	// kgo.ProducerLinger (it paces dead-letter writes). Negative keeps the
-	// consumer's default (no linger).
+	// consumer's default (5ms).
 	Linger time.Duration
 	// Compression, when set, is the codec of the Antidote client's produce
 	// batches (the dead letters), by kgo.ProducerBatchCompression: "none",
@@ -250,7 +250,7 @@ func run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{
 		Cluster: "kafka", Records: o.Records, Partitions: o.Partitions, ValueSize: o.ValueSize,
 		Rounds: o.Rounds, Seed: o.Seed, FetchMaxWait: o.FetchMaxWait.String(),
-		Linger: "consumer default (0)", Compression: "client default (snappy)", GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		Linger: "consumer default (5ms)", Compression: "client default (snappy)", GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 		Window: Window, CPUWindow: CPUWindow, TargetRatio: TargetRatio, TargetLetter: TargetLetterMicros,
 		FetchedOK: true,
 	}
