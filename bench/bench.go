@@ -191,6 +191,11 @@ type Run struct {
 	ProduceQueuedP50Ms float64 `json:"produce_write_wait_p50_ms,omitempty"`
 	LetterAckP50Ms     float64 `json:"letter_ack_p50_ms,omitempty"`
 	LetterAckP99Ms     float64 `json:"letter_ack_p99_ms,omitempty"`
+	// The median and 99th percentile of the time the process's goroutines
+	// waited to run once runnable (runtime/metrics /sched/latencies:seconds,
+	// upper bounds of its buckets), in milliseconds.
+	SchedP50Ms float64 `json:"sched_latency_p50_ms"`
+	SchedP99Ms float64 `json:"sched_latency_p99_ms"`
 	// Antidote: the seconds of the window during which a partition held
 	// its own buffer bound, so that the poll loop waited (Stats, sampled
 	// every 1 ms: Partition.Paused == PauseFull).

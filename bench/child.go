@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -46,6 +47,35 @@ type childResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// schedLatency returns the median and 99th percentile, in milliseconds, of
+// the time goroutines of this process spent runnable before they ran
+// (runtime/metrics /sched/latencies:seconds, since the start).
+func schedLatency() (p50, p99 float64) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0
+	}
+	h := s[0].Value.Float64Histogram()
+	var total uint64
+	for _, c := range h.Counts {
+		total += c
+	}
+	at := func(q float64) float64 {
+		want, n := uint64(q*float64(total)), uint64(0)
+		for i, c := range h.Counts {
+			if n += c; n > want {
+				return h.Buckets[i+1] * 1e3 // the bucket's upper bound
+			}
+		}
+		return 0
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	return at(0.5), at(0.99)
+}
+
 // isChild reports whether this process is a bench child.
 func isChild() bool { return os.Getenv(childEnv) == "1" }
 
@@ -62,6 +92,7 @@ func childMain(stdin io.Reader, stdout, stderr io.Writer) int {
 		res.Error = err.Error()
 	}
 	res.MaxRSSBytes = peakRSS()
+	res.SchedP50Ms, res.SchedP99Ms = schedLatency()
 	if err := json.NewEncoder(stdout).Encode(res); err != nil {
 		fmt.Fprintln(stderr, "bench child:", err)
 		return 2

@@ -262,6 +262,7 @@ func printTable(w io.Writer, r *Result) {
 					detail += fmt.Sprintf("; a partition held its buffer bound %.2fs", run.FullSeconds)
 				}
 			}
+			detail += fmt.Sprintf("; goroutines waited to run p50 %.3f ms p99 %.2f ms", run.SchedP50Ms, run.SchedP99Ms)
 			if run.Fetched != row.Produced {
 				detail += fmt.Sprintf("  <-- FETCHED %d != PRODUCED %d", run.Fetched, row.Produced)
 			}
