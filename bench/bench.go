@@ -36,7 +36,7 @@ type Options struct {
 	FetchMaxWait time.Duration
 	// Linger, when not negative, is passed to the Antidote client as
 	// kgo.ProducerLinger (it paces dead-letter writes). Negative keeps the
-	// consumer's default (no linger).
+	// consumer's default (5ms).
 	Linger time.Duration
 	// Compression, when set, is the codec of the Antidote client's produce
 	// batches (the dead letters), by kgo.ProducerBatchCompression: "none",
@@ -180,6 +180,26 @@ type Run struct {
 	ProducedBatches    int64 `json:"produced_batches,omitempty"`
 	ProducedBytes      int64 `json:"produced_uncompressed_bytes,omitempty"`
 	ProducedCompressed int64 `json:"produced_compressed_bytes,omitempty"`
+	// Antidote: the produce requests its client sent, the median time from
+	// the start of a request's write to the end of its response's read
+	// (kgo.BrokerE2E.DurationE2E: the broker's time plus the network) and
+	// the median time a request waited to be written (WriteWait); the
+	// median and 99th percentile of a dead letter's write, from its start
+	// to its acknowledgement (kgo.HookProduceRecordUnbuffered).
+	ProduceRequests    int64   `json:"produce_requests,omitempty"`
+	ProduceE2EP50Ms    float64 `json:"produce_e2e_p50_ms,omitempty"`
+	ProduceQueuedP50Ms float64 `json:"produce_write_wait_p50_ms,omitempty"`
+	LetterAckP50Ms     float64 `json:"letter_ack_p50_ms,omitempty"`
+	LetterAckP99Ms     float64 `json:"letter_ack_p99_ms,omitempty"`
+	// The median and 99th percentile of the time the process's goroutines
+	// waited to run once runnable (runtime/metrics /sched/latencies:seconds,
+	// upper bounds of its buckets), in milliseconds.
+	SchedP50Ms float64 `json:"sched_latency_p50_ms"`
+	SchedP99Ms float64 `json:"sched_latency_p99_ms"`
+	// Antidote: the seconds of the window during which a partition held
+	// its own buffer bound, so that the poll loop waited (Stats, sampled
+	// every 1 ms: Partition.Paused == PauseFull).
+	FullSeconds float64 `json:"full_seconds,omitempty"`
 	// The process: wall seconds from exec to exit, its CPU time (from its
 	// rusage), its peak RSS (its VmHWM, on Linux), and its CPU profile when
 	// asked for.
@@ -235,7 +255,7 @@ func run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{
 		Cluster: "kafka", Records: o.Records, Partitions: o.Partitions, ValueSize: o.ValueSize,
 		Rounds: o.Rounds, Seed: o.Seed, FetchMaxWait: o.FetchMaxWait.String(),
-		Linger: "consumer default (0)", Compression: "client default (snappy)", GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		Linger: "consumer default (5ms)", Compression: "client default (snappy)", GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 		Window: Window, CPUWindow: CPUWindow, TargetRatio: TargetRatio, TargetLetter: TargetLetterMicros,
 		FetchedOK: true,
 	}

@@ -8,7 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +47,35 @@ type childResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// schedLatency returns the median and 99th percentile, in milliseconds, of
+// the time goroutines of this process spent runnable before they ran
+// (runtime/metrics /sched/latencies:seconds, since the start).
+func schedLatency() (p50, p99 float64) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0
+	}
+	h := s[0].Value.Float64Histogram()
+	var total uint64
+	for _, c := range h.Counts {
+		total += c
+	}
+	at := func(q float64) float64 {
+		want, n := uint64(q*float64(total)), uint64(0)
+		for i, c := range h.Counts {
+			if n += c; n > want {
+				return h.Buckets[i+1] * 1e3 // the bucket's upper bound
+			}
+		}
+		return 0
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	return at(0.5), at(0.99)
+}
+
 // isChild reports whether this process is a bench child.
 func isChild() bool { return os.Getenv(childEnv) == "1" }
 
@@ -60,6 +92,7 @@ func childMain(stdin io.Reader, stdout, stderr io.Writer) int {
 		res.Error = err.Error()
 	}
 	res.MaxRSSBytes = peakRSS()
+	res.SchedP50Ms, res.SchedP99Ms = schedLatency()
 	if err := json.NewEncoder(stdout).Encode(res); err != nil {
 		fmt.Fprintln(stderr, "bench child:", err)
 		return 2
@@ -134,6 +167,49 @@ func (h *produceHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ in
 	h.compressed.Add(int64(m.CompressedBytes))
 }
 
+// produceE2E times the produce requests (kgo.HookBrokerE2E): request key 0.
+type produceE2E struct {
+	mu          sync.Mutex
+	e2e, queued []time.Duration
+}
+
+func (h *produceE2E) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if key != 0 || e.Err() != nil {
+		return
+	}
+	h.mu.Lock()
+	h.e2e = append(h.e2e, e.DurationE2E())
+	h.queued = append(h.queued, e.WriteWait)
+	h.mu.Unlock()
+}
+
+// letterAcks times the dead-letter writes from their start (the consumer
+// sets a letter's Timestamp to it) to their acknowledgement
+// (kgo.HookProduceRecordUnbuffered).
+type letterAcks struct {
+	mu   sync.Mutex
+	acks []time.Duration
+}
+
+func (h *letterAcks) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if err != nil {
+		return
+	}
+	d := time.Since(r.Timestamp)
+	h.mu.Lock()
+	h.acks = append(h.acks, d)
+	h.mu.Unlock()
+}
+
+// percentile of ds in milliseconds (ds is sorted); 0 when empty.
+func percentile(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return float64(ds[int(q*float64(len(ds)-1))]) / 1e6
+}
+
 // finish fills the timing of r from the consumer's creation to end.
 func (h *fetchHook) finish(r *Run, created, end time.Time, n int) {
 	start := created
@@ -193,7 +269,9 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 	}
 	opts := commonOpts(spec, hook, stderr)[1:] // Brokers carries the seeds
 	produced := &produceHook{}
-	opts = append(opts, kgo.WithHooks(produced))
+	e2e := &produceE2E{}
+	acks := &letterAcks{}
+	opts = append(opts, kgo.WithHooks(produced, e2e, acks))
 	if spec.Linger >= 0 {
 		opts = append(opts, kgo.ProducerLinger(spec.Linger))
 	}
@@ -226,7 +304,8 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 	want := uint64(spec.Records)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	var end time.Time
+	var end, last time.Time
+	var fullTicks time.Duration // while a partition held its own buffer bound
 	for end.IsZero() {
 		select {
 		case <-ctx.Done():
@@ -237,10 +316,19 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 			return fmt.Errorf("processed %d + dead-lettered %d of %d records: %w", s.Processed, s.DeadLettered, want, context.Cause(ctx))
 		case err := <-done:
 			return fmt.Errorf("Run returned before all records were settled: %v", err)
-		case <-tick.C:
-			if s := c.Stats(); s.Processed+s.DeadLettered >= want {
-				end = time.Now()
+		case now := <-tick.C:
+			s := c.Stats()
+			if s.Processed+s.DeadLettered >= want {
+				end = now
 			}
+			full := false
+			for _, p := range s.Partitions {
+				full = full || p.Paused == consumer.PauseFull
+			}
+			if full && !last.IsZero() {
+				fullTicks += now.Sub(last)
+			}
+			last = now
 		}
 	}
 	hook.finish(r, created, end, spec.Records)
@@ -252,6 +340,14 @@ func runAntidote(ctx context.Context, spec *childSpec, r *Run, stderr io.Writer)
 	r.Processed, r.DeadLettered, r.Skipped, r.DLQErrors = s.Processed, s.DeadLettered, s.Skipped, s.DeadLetterWriteErrors
 	r.ProducedBatches, r.ProducedBytes, r.ProducedCompressed = produced.batches.Load(), produced.bytes.Load(), produced.compressed.Load()
 	r.Fetched = hook.fetched.Load() // fetches that ended after the window count too
+	e2e.mu.Lock()
+	r.ProduceRequests = int64(len(e2e.e2e))
+	r.ProduceE2EP50Ms, r.ProduceQueuedP50Ms = percentile(e2e.e2e, 0.5), percentile(e2e.queued, 0.5)
+	e2e.mu.Unlock()
+	acks.mu.Lock()
+	r.LetterAckP50Ms, r.LetterAckP99Ms = percentile(acks.acks, 0.5), percentile(acks.acks, 0.99)
+	acks.mu.Unlock()
+	r.FullSeconds = fullTicks.Seconds()
 	return nil
 }
 

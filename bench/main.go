@@ -49,7 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 	fs.IntVar(&o.Rounds, "rounds", 5, "rounds; each runs every ratio, bare then antidote, each run in its own process; medians are reported")
 	fs.DurationVar(&o.FetchMaxWait, "fetch-max-wait", 500*time.Millisecond, "kgo.FetchMaxWait of both consumers")
 	fs.StringVar(&o.Compression, "compression", "", "codec of the Antidote client's produce batches (the dead letters): none, snappy, lz4 or zstd (default: the client's, snappy)")
-	fs.StringVar(&linger, "linger", "", "kgo.ProducerLinger of the Antidote client, which paces its dead-letter writes, e.g. 0 (default: the consumer's, 0)")
+	fs.StringVar(&linger, "linger", "", "kgo.ProducerLinger of the Antidote client, which paces its dead-letter writes, e.g. 0 (default: the consumer's, 5ms)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the generated data and of the poison-pill positions")
 	fs.StringVar(&o.Output, "o", "table", `output format: "table" or "json"`)
 	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "bound for the whole run; the program stops by itself after it")
@@ -255,8 +255,14 @@ func printTable(w io.Writer, r *Result) {
 				if run.ProducedBatches > 0 {
 					detail += fmt.Sprintf(" in %d produce batches (%.1f letters each, %s)", run.ProducedBatches,
 						float64(run.DeadLettered)/float64(run.ProducedBatches), compressed(run.ProducedBytes, run.ProducedCompressed))
+					detail += fmt.Sprintf(", %d produce requests (p50: %.1f ms on the wire, %.1f ms before), letter ack p50 %.1f ms p99 %.1f ms",
+						run.ProduceRequests, run.ProduceE2EP50Ms, run.ProduceQueuedP50Ms, run.LetterAckP50Ms, run.LetterAckP99Ms)
+				}
+				if run.FullSeconds > 0 {
+					detail += fmt.Sprintf("; a partition held its buffer bound %.2fs", run.FullSeconds)
 				}
 			}
+			detail += fmt.Sprintf("; goroutines waited to run p50 %.3f ms p99 %.2f ms", run.SchedP50Ms, run.SchedP99Ms)
 			if run.Fetched != row.Produced {
 				detail += fmt.Sprintf("  <-- FETCHED %d != PRODUCED %d", run.Fetched, row.Produced)
 			}

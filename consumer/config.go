@@ -196,9 +196,11 @@ func (u Unwritable) String() string {
 }
 
 // BufferLimits bounds what the consumer holds: a record is held from its
-// fetch until it is settled and no longer needed for the commit (queued,
-// being handled, or settled behind a dead letter not yet acknowledged).
-// Each zero field takes its default.
+// fetch until it is settled (queued, being handled, or dead-lettered with its
+// letter not yet acknowledged). A record settled while an earlier dead letter
+// is in flight is no longer held, though its offset is committed only after
+// that letter is acknowledged; a partition waits for its oldest dead letter
+// once 256 are in flight. Each zero field takes its default.
 //
 // Backpressure never throws fetched data away: the consumer stops polling
 // (franz-go keeps what it fetched meanwhile) while a flowing partition holds

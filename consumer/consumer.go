@@ -135,9 +135,9 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		opts = append(opts, kgo.SeedBrokers(cfg.Brokers...))
 	}
 	opts = append(opts,
-		// Dead letters are written as they happen: no linger, unless the
-		// user asks for one.
-		kgo.ProducerLinger(0),
+		// Dead letters wait up to letterLinger to go out together, unless
+		// the user sets a linger of their own.
+		kgo.ProducerLinger(letterLinger),
 		// A resumed partition is fetched again within half a second, as
 		// with the Java client's fetch.max.wait.ms, not franz-go's 5s.
 		kgo.FetchMaxWait(defaultFetchMaxWait),

@@ -72,7 +72,7 @@
 //
 // What the consumer holds is bounded ([Config.Buffer], [BufferLimits]): per
 // partition in records and bytes, counting what is queued, being handled and
-// settled behind an unacknowledged dead letter; and in total for the flowing
+// dead-lettered with the letter not yet acknowledged; and in total for the flowing
 // partitions. Both bounds are kept by not polling, never by pausing a
 // partition, so that nothing already fetched is dropped and fetched again; a
 // partition stuck on a record is paused and leaves the total.

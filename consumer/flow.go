@@ -8,8 +8,11 @@ import (
 )
 
 // Flow control. A record is held from the moment it is fetched until it is
-// settled and no longer needed for the commit: queued, being handled, or
-// settled behind a dead letter that is not yet acknowledged. Backpressure is
+// settled: queued, being handled, or dead-lettered with its letter not yet
+// acknowledged (the letter shares the record's key and value). A record
+// settled behind a letter in flight is released at once: the ledger keeps its
+// offset for the commit, not the record, and bounds itself by the letters in
+// flight (maxInflight). Backpressure is
 // applied by not polling, never by pausing a partition: franz-go drops what it
 // has already fetched for a paused partition and fetches it again on resume,
 // so pausing to make room would throw fetched data away. See [BufferLimits]:

@@ -1,0 +1,71 @@
+package consumer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/deadletter"
+)
+
+// TestLetterSizeAndReadyCache: a letter's size is computed once and again
+// after it shrinks; a letter that cannot fit its dead-letter topic fails
+// with ErrLetterTooLarge before any produce; the topic found ready is
+// cached for the next letters, and a topic that is not ready is never
+// taken for one that is. A dead letter's record is stamped with its
+// failure's last time.
+func TestLetterSizeAndReadyCache(t *testing.T) {
+	w := &dlqWriter{group: "billing", clientID: "billing-7",
+		topics:  map[string]*dlqTopic{"orders.dlq": {name: "orders.dlq", source: "orders", ready: true, maxBytes: 2000}},
+		srcSize: map[string]int32{"orders": 4}}
+	last := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	newRec := func(value []byte) (*kgo.Record, *deadletter.Failure) {
+		rec := &kgo.Record{Topic: "orders", Partition: 2, Offset: 7, Value: value}
+		return rec, &deadletter.Failure{Stage: deadletter.StageDeserializeValue, Reason: deadletter.ReasonPermanent,
+			Message: string(bytes.Repeat([]byte("m"), 900)), Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, First: last, Last: last}
+	}
+
+	// Fits once its message is dropped.
+	rec, f := newRec(bytes.Repeat([]byte("v"), 1000))
+	l := w.newLetter(rec, f, errors.New("bad"))
+	if !l.shrunk || l.size != letterSize(&l.tmpl) || l.size > 2000 {
+		t.Fatalf("letter of %d bytes for a limit of 2000: shrunk %v, size %d; want shrunk and its size", letterSize(&l.tmpl), l.shrunk, l.size)
+	}
+
+	// Too large even without its message: fails at send, and the ready
+	// topic is cached.
+	rec, f = newRec(bytes.Repeat([]byte("v"), 3000))
+	l = w.newLetter(rec, f, errors.New("bad"))
+	w.send(context.Background(), l)
+	select {
+	case <-l.cur.done:
+	default:
+		t.Fatal("send of a letter over the limit did not finish at once")
+	}
+	if !errors.Is(l.cur.err, ErrLetterTooLarge) || l.size != letterSize(&l.tmpl) {
+		t.Fatalf("letter over the limit: err %v, size %d (computed %d)", l.cur.err, l.size, letterSize(&l.tmpl))
+	}
+	if !l.tmpl.Timestamp.Equal(last) || !l.first.Equal(last) {
+		t.Fatalf("letter stamped %v, first write %v; want the failure's last time %v", l.tmpl.Timestamp, l.first, last)
+	}
+	if r := w.lastReady.Load(); r == nil || r.topic != "orders.dlq" || r.source != "orders" || r.limit != 2000 {
+		t.Fatalf("ready cache %+v, want orders.dlq of orders with limit 2000", r)
+	}
+	if limit, ok := w.ready("orders", "orders.dlq"); !ok || limit != 2000 {
+		t.Fatalf("ready(orders.dlq) = %d, %v; want 2000, true", limit, ok)
+	}
+	// Another topic, not ready: neither the cache nor its absence lies.
+	if _, ok := w.ready("payments", "payments.dlq"); ok {
+		t.Fatal("a topic the writer does not know is ready")
+	}
+	if _, ok := w.ready("payments", "orders.dlq"); ok {
+		t.Fatal("the cached topic is ready for a source whose partition count is not known")
+	}
+	if w.limit("payments.dlq") != 0 || w.limit("orders.dlq") != 2000 {
+		t.Fatalf("limits %d and %d, want 0 and 2000", w.limit("payments.dlq"), w.limit("orders.dlq"))
+	}
+}
