@@ -205,6 +205,11 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	}
 	if c.tiers != nil {
 		c.tiers.opts = readerOpts(cl)
+		if c.txn != nil {
+			// Forwards of aborted transactions are not in the tiers;
+			// the markers show where a partition ends.
+			c.tiers.opts = append(c.tiers.opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		}
 		c.tiers.adm = c.dlq.adm
 	}
 	close(c.built)
@@ -237,7 +242,15 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
 	go c.brokers.watch(runCtx, c.log, c.cl.OptValue(kgo.SeedBrokers))
 	if c.txn != nil {
-		if err := c.txn.sess.Begin(); err != nil {
+		// Loading the producer id fences an earlier process with the same
+		// transactional id and aborts its open transaction at once.
+		pctx, cancel := context.WithTimeout(runCtx, 2*c.cfg.DeadLetter.WriteTimeout)
+		_, _, err := c.cl.ProducerID(pctx)
+		cancel()
+		if err == nil {
+			err = c.txn.sess.Begin()
+		}
+		if err != nil && runCtx.Err() == nil {
 			c.halt(txnHalt(err))
 		}
 	}

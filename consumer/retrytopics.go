@@ -262,6 +262,25 @@ func (t *tiers) family(source string, part int32) (f *family, created bool) {
 	return f, created
 }
 
+// reset replaces every family with one rebuilt from the tiers: after an
+// aborted transaction (ExactlyOnce), what the old ones knew of the forwards
+// is void. The workers are stopped; the new ones take the new families.
+func (t *tiers) reset(ctx context.Context, log func(msg string, args ...any)) {
+	if !t.ordered {
+		return
+	}
+	t.mu.Lock()
+	fams := make(map[tp]*family, len(t.fams))
+	for k := range t.fams {
+		f := newFamily(t.cfg.MaxParked)
+		t.fams[k], fams[k] = f, f
+	}
+	t.mu.Unlock()
+	if len(fams) > 0 {
+		go t.rebuild(ctx, fams, log)
+	}
+}
+
 // drop forgets the families of revoked source partitions.
 func (t *tiers) drop(m map[string][]int32) {
 	t.mu.Lock()
@@ -627,6 +646,9 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 			if r.Offset >= end-1 {
 				delete(until, k)
 			}
+			if r.Attrs.IsControl() {
+				return // a transaction marker (ExactlyOnce): kept to see the end
+			}
 			read++
 			if r.Key == nil {
 				return
@@ -731,7 +753,9 @@ func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.S
 		o.keyed = true
 		p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
 	}
-	c.dlq.send(p.ctx, l)
+	if c.txn == nil { // else written in the transaction by settleLetter
+		c.dlq.send(p.ctx, l)
+	}
 	return p.settleLetter(rec, l)
 }
 
@@ -749,7 +773,9 @@ func (p *partition[K, V]) park(rec *kgo.Record, o *origin, prev *deadletter.Fail
 	}
 	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, o.forwards+1, time.Now(), true), kindParked)
 	p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
-	p.c.dlq.send(p.ctx, l)
+	if p.c.txn == nil { // else written in the transaction by settleLetter
+		p.c.dlq.send(p.ctx, l)
+	}
 	return p.settleLetter(rec, l)
 }
 

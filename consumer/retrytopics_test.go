@@ -70,12 +70,16 @@ func (k *keyOrder) count() int {
 // two quick tries in place come before the tiers.
 func TestIntegrationRetryTopics(t *testing.T) {
 	for _, proto := range []consumer.GroupProtocol{consumer.GroupClassic, consumer.GroupConsumer} {
-		t.Run(proto.String(), func(t *testing.T) { testRetryTopics(t, proto, 0) })
+		t.Run(proto.String(), func(t *testing.T) { testRetryTopics(t, proto, 0, false) })
 	}
-	t.Run("concurrency-4", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, 4) })
+	t.Run("concurrency-4", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, 4, false) })
+	t.Run("exactly-once", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, 0, true) })
 }
 
-func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int) {
+// testRetryTopics runs TestIntegrationRetryTopics. With eos, the consumer is
+// in the exactly-once mode and its handler writes one output per record it
+// processes: the outputs topic then holds each once.
+func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos bool) {
 	c := kafkatest.New(t)
 	if proto == consumer.GroupConsumer && !c.Real() {
 		t.Skip("the consumer group protocol is tested on the real broker")
@@ -111,7 +115,14 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int) {
 	attemptsAt := map[string]int{} // "key/seq" -> attempt of the success
 	tiersAt := map[string]int{}
 	wrongTopic := 0
+	var out string
+	var exactlyOnce consumer.ExactlyOnce
+	if eos {
+		out = c.Topic(t, "rt-out", 2)
+		exactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("rt-txn")}
+	}
 	c1, err := consumer.New(consumer.Config[string, keyed]{
+		ExactlyOnce: exactlyOnce,
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
 		Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
@@ -137,6 +148,9 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int) {
 			attemptsAt[v.Key+"/"+strconv.Itoa(v.Seq)] = r.Attempt
 			tiersAt[v.Key+"/"+strconv.Itoa(v.Seq)] = r.Tier
 			mu.Unlock()
+			if eos {
+				return r.Produce(&kgo.Record{Topic: out, Key: []byte(v.Key + "/" + strconv.Itoa(v.Seq))})
+			}
 			return nil
 		},
 	})
@@ -200,7 +214,29 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int) {
 
 	// The dead letter: the original record byte for byte, its original
 	// coordinates, and every try counted (2 here, 1 per tier).
-	dl := readAll(t, c, topic+".dlq")
+	dl := readAll
+	if eos {
+		dl = readCommitted
+		outs := map[string]int{}
+		for _, r := range readCommitted(t, c, out) {
+			outs[string(r.Key)]++
+		}
+		for id := range attemptsAt {
+			if outs[id] != 1 {
+				t.Errorf("output of %s: %d times, want 1", id, outs[id])
+			}
+		}
+		if len(outs) != len(attemptsAt) {
+			t.Errorf("%d outputs, want %d", len(outs), len(attemptsAt))
+		}
+		t.Logf("%s: %d transactions committed, %d aborted", c.Kind(), s.TransactionsCommitted, s.TransactionsAborted)
+	}
+	checkRetryDeadLetter(t, topic, dl(t, c, topic+".dlq"), recs[3*keys+7], forever)
+}
+
+// checkRetryDeadLetter checks the dead letter of testRetryTopics.
+func checkRetryDeadLetter(t *testing.T, topic string, dl []*kgo.Record, src *kgo.Record, forever int) {
+	t.Helper()
 	if len(dl) != forever {
 		t.Fatalf("dead-letter topic holds %d records, want %d", len(dl), forever)
 	}
@@ -214,7 +250,6 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int) {
 	if len(f.OriginalHeaders) != 1 || f.OriginalHeaders[0].Key != "trace" {
 		t.Errorf("dead letter's original headers = %+v, want the one trace header", f.OriginalHeaders)
 	}
-	src := recs[3*keys+7]
 	if string(dl[0].Value) != string(src.Value) || f.OriginalOffset < 0 {
 		t.Errorf("dead letter value %q, want %q", dl[0].Value, src.Value)
 	}

@@ -30,11 +30,15 @@ import (
 // visible to read_committed readers when their transaction commits, so
 // Interval is also about the delay they see.
 //
+// With [RetryTopics], the forwards to the tiers are written in the
+// transactions too, and after an abort the per-key order is rebuilt from the
+// tiers, as at assignment.
+//
 // The consumer reads with read_committed unless ClientOpts says otherwise,
 // and Config.CommitInterval is not used: offsets are committed only in the
 // transactions (not on revoke either: a rebalance aborts the open one).
 // Not supported together (New fails, naming the fields): Concurrency.Max
-// above 1, BatchHandler, RetryTopics. DurableAttempts are not kept in this
+// above 1, BatchHandler. DurableAttempts are not kept in this
 // mode: a record retried in place starts counting again after a restart.
 //
 // What is counted in [Stats] includes the work of aborted transactions:
@@ -85,8 +89,6 @@ func (c *Config[K, V]) validateExactlyOnce() error {
 		return configErr("ExactlyOnce", "with Concurrency.Max more than 1: the two do not work together yet; choose one")
 	case c.BatchHandler != nil:
 		return configErr("ExactlyOnce", "with BatchHandler: the two do not work together yet; choose one")
-	case c.RetryTopics.on():
-		return configErr("ExactlyOnce", "with RetryTopics: the two do not work together yet; choose one")
 	}
 	return nil
 }
@@ -454,6 +456,9 @@ func (c *Consumer[K, V]) commitTxn(ctx context.Context) {
 	aborted, err := t.commit(c.cl, c.cfg.DeadLetter.WriteTimeout)
 	if aborted {
 		c.stopAll()
+		if c.tiers != nil {
+			c.tiers.reset(c.runCtx, c.log.Info)
+		}
 	}
 	t.end(ctx, c.cl, c.dlq, aborted || err != nil)
 	if err != nil {
