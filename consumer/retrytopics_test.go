@@ -123,7 +123,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 	}
 	c1, err := consumer.New(consumer.Config[string, keyed]{
 		ExactlyOnce: exactlyOnce,
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
+		Brokers:     c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
 		Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 2), Then: consumer.RetryTopic},
