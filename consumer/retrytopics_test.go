@@ -122,8 +122,8 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 		exactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("rt-txn")}
 	}
 	c1, err := consumer.New(consumer.Config[string, keyed]{
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
 		ExactlyOnce: exactlyOnce,
-		Brokers:     c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
 		Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 2), Then: consumer.RetryTopic},

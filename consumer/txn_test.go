@@ -169,10 +169,6 @@ func TestExactlyOnceConfig(t *testing.T) {
 			c.Handler = nil
 			c.BatchHandler = func(context.Context, []*consumer.Record[string, string]) error { return nil }
 		}},
-		{"ExactlyOnce", func(c *consumer.Config[string, string]) {
-			c.RetryTopics.Tiers = []time.Duration{time.Second}
-			c.Policy.Process.Transient = consumer.Outcome{Then: consumer.RetryTopic}
-		}},
 		{"ExactlyOnce.MaxRecords", func(c *consumer.Config[string, string]) { c.ExactlyOnce.MaxRecords = -1 }},
 		{"ExactlyOnce.Interval", func(c *consumer.Config[string, string]) { c.ExactlyOnce.Interval = time.Millisecond }},
 		{"ExactlyOnce.TransactionalID", func(c *consumer.Config[string, string]) {
