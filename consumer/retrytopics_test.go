@@ -124,7 +124,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 	c1, err := consumer.New(consumer.Config[string, keyed]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
 		ExactlyOnce: exactlyOnce,
-		Key: serde.String(), Value: serde.JSON[keyed](),
+		Key:         serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 2), Then: consumer.RetryTopic},
 		}},
