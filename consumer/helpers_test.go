@@ -35,7 +35,11 @@ func testLogger(t testing.TB) *slog.Logger {
 	if !testing.Verbose() {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if os.Getenv("ANTIDOTE_TEST_LOG") == "info" {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // produce writes recs (with explicit partitions) synchronously.

@@ -42,6 +42,7 @@ const (
 	envLog      = "ANTIDOTE_RT_LOG"
 	envInstance = "ANTIDOTE_RT_INSTANCE"
 	envConc     = "ANTIDOTE_RT_CONCURRENCY"
+	envEOS      = "ANTIDOTE_RT_EXACTLY_ONCE"
 )
 
 // rtTiers are the delay tiers of the per-key order test.
@@ -65,8 +66,13 @@ func TestRetryTopicsChild(t *testing.T) {
 		}
 	}
 	conc, _ := strconv.Atoi(os.Getenv(envConc))
+	var eos consumer.ExactlyOnce
+	if os.Getenv(envEOS) == "1" {
+		eos.TransactionalID = os.Getenv(envGroup) + "-" + os.Getenv(envInstance)
+	}
 	c, err := consumer.New(consumer.Config[string, keyed]{
-		Brokers: strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
+		ExactlyOnce: eos,
+		Brokers:     strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
 		Logger: testLogger(t), Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
@@ -110,11 +116,19 @@ func TestIntegrationRetryTopicsKeyOrder(t *testing.T) {
 		t.Skip("-short")
 	}
 	c := kafkatest.New(t)
-	t.Run("one-at-a-time", func(t *testing.T) { testRetryTopicsKeyOrder(t, c, 0) })
-	t.Run("concurrency-8", func(t *testing.T) { testRetryTopicsKeyOrder(t, c, 8) })
+	t.Run("one-at-a-time", func(t *testing.T) { testRetryTopicsKeyOrder(t, c, 0, false) })
+	t.Run("concurrency-8", func(t *testing.T) { testRetryTopicsKeyOrder(t, c, 8, false) })
+	t.Run("exactly-once", func(t *testing.T) { testRetryTopicsKeyOrder(t, c, 0, true) })
 }
 
-func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int) {
+func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int, eos bool) {
+	if eos && !c.Real() {
+		// On kfake, the read_committed read of the tiers after the kill of
+		// the second member waited minutes for the end of the tier
+		// partitions in two of four runs (past the killed member's
+		// transaction timeout); on Apache Kafka it does not.
+		t.Skip("exactly-once with kills runs on the real broker")
+	}
 	topic := c.Topic(t, "rtkill", 4)
 	group := kafkatest.UniqueName("rtkill-group")
 	const keys, total = 2000, 50000
@@ -162,6 +176,9 @@ func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRetryTopicsChild$", "-test.timeout=10m", "-test.v")
 		cmd.Env = append(os.Environ(), envChild+"=1", envBrokers+"="+strings.Join(c.Brokers(), ","), envTopic+"="+topic,
 			envGroup+"="+group, envLog+"="+logPath, envInstance+"="+name, envConc+"="+strconv.Itoa(conc), kafkatest.EnvBrokers+"=")
+		if eos {
+			cmd.Env = append(cmd.Env, envEOS+"=1")
+		}
 		f, err := os.OpenFile(filepath.Join(dir, name+".out"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
 			t.Fatal(err)
@@ -328,7 +345,7 @@ func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int) {
 	if kills != 5 {
 		t.Errorf("%d kills, want 5", kills)
 	}
-	if dl := readAllIfAny(t, c, topic+".dlq"); len(dl) > 0 {
+	if dl := readAllIfAny(t, c, topic+".dlq"); len(dl) > 0 && !eos { // (with eos, transaction markers would be counted)
 		t.Errorf("the dead-letter topic holds %d records; every failing record succeeds in a tier", len(dl))
 	}
 }
