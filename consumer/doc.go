@@ -171,7 +171,11 @@
 // partitions are revoked, and on shutdown. In-flight work on a revoked
 // partition is abandoned without being committed, so a crash or a rebalance
 // may redeliver unsettled records (at-least-once), and a crash also the few
-// settled records of an unmarked batch, but no record is ever lost.
+// settled records of an unmarked batch, but no record is ever lost. In the
+// exactly-once mode ([ExactlyOnce]) offsets are committed only in the
+// transactions, with the writes of the records they settle: the handler may
+// still run again for a record after a crash, but what it wrote through
+// [Record.Produce] is seen once by read_committed readers.
 //
 // # Operating it
 //
