@@ -242,17 +242,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
 	go c.brokers.watch(runCtx, c.log, c.cl.OptValue(kgo.SeedBrokers))
 	if c.txn != nil {
-		// Loading the producer id fences an earlier process with the same
-		// transactional id and aborts its open transaction at once.
-		pctx, cancel := context.WithTimeout(runCtx, 2*c.cfg.DeadLetter.WriteTimeout)
-		_, _, err := c.cl.ProducerID(pctx)
-		cancel()
-		if err == nil {
-			err = c.txn.sess.Begin()
-		}
-		if err != nil && runCtx.Err() == nil {
-			c.halt(txnHalt(err))
-		}
+		c.beginTxns(runCtx)
 	}
 	for {
 		// Wait while the flowing partitions hold the total: the client

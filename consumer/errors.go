@@ -28,8 +28,10 @@ var ErrClosed = errors.New("consumer: already run")
 // HaltError is returned by [Consumer.Run] when a failure's policy is Halt. It
 // names the record; the offset was not committed past it. In the
 // exactly-once mode it is also returned when this member can no longer write
-// transactions (another one took its transactional id): Topic is empty and
-// Stage is "transaction".
+// transactions: another one took its transactional id, it is not authorized,
+// or a transaction ended with its outcome unknown (a restart reads the
+// group's offsets from the broker). Topic is empty and Stage is
+// "transaction".
 type HaltError struct {
 	Topic     string
 	Partition int32

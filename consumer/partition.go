@@ -548,6 +548,9 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 		}
 	}
 	stage, err := p.try(p.ctx, o, attempt, first)
+	if err == nil && c.txn != nil {
+		err = p.outputFailed(rec)
+	}
 	if err == nil {
 		p.processed(rec, o)
 		if o.saved {

@@ -640,11 +640,17 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 		fs.EachRecord(func(r *kgo.Record) {
 			k := tp{r.Topic, r.Partition}
 			end, ok := until[k]
-			if !ok || r.Offset >= end {
+			if !ok {
 				return
 			}
 			if r.Offset >= end-1 {
+				// The end is reached. With read_committed, the record at
+				// end-1 may be one of an aborted transaction, which is
+				// never returned: its marker, at end or later, is.
 				delete(until, k)
+			}
+			if r.Offset >= end {
+				return
 			}
 			if r.Attrs.IsControl() {
 				return // a transaction marker (ExactlyOnce): kept to see the end

@@ -122,13 +122,7 @@ func TestIntegrationRetryTopicsKeyOrder(t *testing.T) {
 }
 
 func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int, eos bool) {
-	if eos && !c.Real() {
-		// On kfake, the read_committed read of the tiers after the kill of
-		// the second member waited minutes for the end of the tier
-		// partitions in two of four runs (past the killed member's
-		// transaction timeout); on Apache Kafka it does not.
-		t.Skip("exactly-once with kills runs on the real broker")
-	}
+
 	topic := c.Topic(t, "rtkill", 4)
 	group := kafkatest.UniqueName("rtkill-group")
 	const keys, total = 2000, 50000

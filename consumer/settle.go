@@ -112,6 +112,9 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			}
 			attempt++
 			stage, err = p.try(rctx, o, attempt, first)
+			if err == nil && c.txn != nil {
+				err = p.outputFailed(rec)
+			}
 			if err == nil {
 				p.clearStuck(rec.Offset) // no longer skippable
 				p.processed(rec, o)

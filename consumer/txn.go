@@ -134,8 +134,11 @@ type txn struct {
 	// The open transaction.
 	marks   map[tp]kgo.EpochOffset // next offset to commit, per partition
 	settled int                    // records settled in it
-	letters []*letter              // dead letters written in it
-	failed  error                  // the first failed output write
+	letters []sentLetter           // dead letters written in it
+	failed  map[srcKey]error       // its writes that failed, by the record they settle
+	// failedBefore are the writes that failed in aborted transactions, by
+	// the record they settle: when it is settled again, the policy decides.
+	failedBefore map[srcKey]error
 	first   time.Time              // of its first settle; zero if none
 	full    chan struct{}          // signalled when settled reaches MaxRecords
 
@@ -152,12 +155,33 @@ type txn struct {
 
 // queued is a record settled while a commit ran, with its writes.
 type queued struct {
+	src srcKey
 	out []*kgo.Record
 	l   *letter
 }
 
+// srcKey names a fetched record.
+type srcKey struct {
+	tp
+	offset int64
+}
+
+func keyOf(r *kgo.Record) srcKey { return srcKey{tp{r.Topic, r.Partition}, r.Offset} }
+
+// sentLetter is a letter written in the open transaction, and the record it
+// settles.
+type sentLetter struct {
+	l   *letter
+	src srcKey
+}
+
+// maxFailedBefore bounds failedBefore (writes of records that may never come
+// back to this member).
+const maxFailedBefore = 1000
+
 func newTxn(cfg ExactlyOnce, log *slog.Logger) *txn {
-	return &txn{cfg: cfg, log: log, marks: make(map[tp]kgo.EpochOffset), next: make(map[tp]kgo.EpochOffset), full: make(chan struct{}, 1)}
+	return &txn{cfg: cfg, log: log, marks: make(map[tp]kgo.EpochOffset), next: make(map[tp]kgo.EpochOffset), full: make(chan struct{}, 1),
+		failed: make(map[srcKey]error), failedBefore: make(map[srcKey]error)}
 }
 
 // settle writes the outputs and the dead letter (either may be absent) of a
@@ -171,9 +195,9 @@ func (t *txn) settle(ctx context.Context, cl *kgo.Client, w *dlqWriter, rec *kgo
 		if !t.committing {
 			t.inside++
 			t.mu.Unlock()
-			t.write(ctx, cl, w, out, l)
+			t.write(ctx, cl, w, keyOf(rec), out, l)
 			t.mu.Lock()
-			t.markLocked(t.marks, rec)
+			t.markLocked(rec, false)
 			if t.inside--; t.inside == 0 && t.empty != nil {
 				close(t.empty)
 				t.empty = nil
@@ -182,8 +206,8 @@ func (t *txn) settle(ctx context.Context, cl *kgo.Client, w *dlqWriter, rec *kgo
 			return true
 		}
 		if len(t.queue) < t.cfg.MaxRecords {
-			t.queue = append(t.queue, queued{out: out, l: l})
-			t.markLocked(t.next, rec)
+			t.queue = append(t.queue, queued{src: keyOf(rec), out: out, l: l})
+			t.markLocked(rec, true)
 			t.mu.Unlock()
 			return true
 		}
@@ -198,23 +222,73 @@ func (t *txn) settle(ctx context.Context, cl *kgo.Client, w *dlqWriter, rec *kgo
 }
 
 // write produces outputs and a letter in the open transaction.
-func (t *txn) write(ctx context.Context, cl *kgo.Client, w *dlqWriter, out []*kgo.Record, l *letter) {
+func (t *txn) write(ctx context.Context, cl *kgo.Client, w *dlqWriter, src srcKey, out []*kgo.Record, l *letter) {
 	for _, r := range out {
-		cl.Produce(context.Background(), r, t.promise)
+		cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			if err != nil && !errors.Is(err, kgo.ErrAborting) { // aborting: not the record's failure
+				t.writeFailed(src, fmt.Errorf("output to %s: %w", r.Topic, err))
+			}
+		})
 	}
 	if l != nil {
 		w.send(ctx, l)
 		t.mu.Lock()
-		t.letters = append(t.letters, l)
+		t.letters = append(t.letters, sentLetter{l, src})
 		t.mu.Unlock()
 	}
 }
 
-func (t *txn) markLocked(marks map[tp]kgo.EpochOffset, rec *kgo.Record) {
-	marks[tp{rec.Topic, rec.Partition}] = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
-	if t.committing {
-		return // counted for the next transaction when it begins
+// writeFailed records a failed write of the open transaction.
+func (t *txn) writeFailed(src srcKey, err error) {
+	t.mu.Lock()
+	if _, ok := t.failed[src]; !ok {
+		t.failed[src] = err
 	}
+	t.mu.Unlock()
+}
+
+// failedWrite returns, once, the error of a write of rec that failed in an
+// aborted transaction: rec is settled again, and its policy decides (an
+// output that can never be written fails the record like its handler would;
+// see errWriteFailed).
+func (t *txn) failedWrite(rec *kgo.Record) error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.failedBefore) == 0 {
+		return nil
+	}
+	k := keyOf(rec)
+	err, ok := t.failedBefore[k]
+	if !ok {
+		return nil
+	}
+	delete(t.failedBefore, k)
+	return err
+}
+
+// outputFailure is the failure of a record one of whose outputs could not
+// be written in an aborted transaction: permanent when the write can never
+// succeed (too large, not authorized, a policy), else transient.
+func outputFailure(err error) error {
+	err = fmt.Errorf("consumer: an output of this record could not be written: %w", err)
+	if unwritable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) || !kerr.IsRetriable(err) {
+		return failure.Permanent(err)
+	}
+	return failure.Transient(err)
+}
+
+// markLocked marks rec for the commit of the open transaction, or of the
+// next one (queued), which counts it when it begins (end).
+func (t *txn) markLocked(rec *kgo.Record, queued bool) {
+	eo := kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset + 1}
+	if queued {
+		t.next[tp{rec.Topic, rec.Partition}] = eo
+		return
+	}
+	t.marks[tp{rec.Topic, rec.Partition}] = eo
 	t.counted(1)
 }
 
@@ -231,17 +305,6 @@ func (t *txn) counted(n int) {
 		default:
 		}
 	}
-}
-
-func (t *txn) promise(r *kgo.Record, err error) {
-	if err == nil {
-		return
-	}
-	t.mu.Lock()
-	if t.failed == nil {
-		t.failed = fmt.Errorf("output to %s: %w", r.Topic, err)
-	}
-	t.mu.Unlock()
 }
 
 // due returns when the open transaction is due for a commit: Interval after
@@ -262,6 +325,10 @@ func (t *txn) isDue() bool {
 	defer t.mu.Unlock()
 	return t.settled >= t.cfg.MaxRecords || (!t.first.IsZero() && !time.Now().Before(t.first.Add(t.cfg.Interval)))
 }
+
+// errNotAssigned fails the offset commit of a transaction that settled
+// records of a partition revoked meanwhile: franz-go then aborts it.
+var errNotAssigned = errors.New("transaction: records settled of a partition no longer assigned")
 
 // rewrite is the kgo.PreTxnCommitFnContext of a commit: franz-go commits
 // what was polled, the transaction commits what it settled. Partitions
@@ -289,7 +356,7 @@ func (t *txn) rewrite(marks map[tp]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRe
 			if !seen[k] {
 				// A record is settled after its poll, so this is a
 				// partition revoked meanwhile: the session aborts.
-				return fmt.Errorf("transaction: %s/%d settled but no longer assigned", k.topic, k.partition)
+				return fmt.Errorf("%w: %s/%d", errNotAssigned, k.topic, k.partition)
 			}
 		}
 		return nil
@@ -338,7 +405,7 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 		t.counted(len(q))
 		t.mu.Unlock()
 		for _, e := range q {
-			t.write(ctx, cl, w, e.out, e.l)
+			t.write(ctx, cl, w, e.src, e.out, e.l)
 		}
 	}
 }
@@ -350,7 +417,7 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 // the committed offsets. A fatal error (the producer was fenced) is returned.
 func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err error) {
 	t.mu.Lock()
-	empty := t.settled == 0 && len(t.letters) == 0 && t.failed == nil
+	empty := t.settled == 0 && len(t.letters) == 0 && len(t.failed) == 0
 	t.mu.Unlock()
 	if empty {
 		return false, nil
@@ -361,11 +428,17 @@ func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err e
 	ferr := cl.Flush(fctx)
 	cancel()
 	t.mu.Lock()
-	why := t.failed
-	for _, l := range t.letters {
-		if why == nil && l.isDone() && l.cur.err != nil {
-			why = fmt.Errorf("dead letter to %s: %w", l.tmpl.Topic, l.cur.err)
+	for _, sl := range t.letters {
+		if l := sl.l; l.isDone() && l.cur.err != nil {
+			if _, ok := t.failed[sl.src]; !ok {
+				t.failed[sl.src] = fmt.Errorf("dead letter to %s: %w", l.tmpl.Topic, l.cur.err)
+			}
 		}
+	}
+	var why error
+	for _, err := range t.failed {
+		why = err
+		break
 	}
 	if why == nil && ferr != nil {
 		why = fmt.Errorf("flush: %w", ferr)
@@ -383,7 +456,15 @@ func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err e
 	cancel()
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
-	t.settled, t.letters, t.failed, t.first = 0, nil, nil, time.Time{}
+	if !committed {
+		for k, err := range t.failed {
+			if len(t.failedBefore) < maxFailedBefore {
+				t.failedBefore[k] = err
+			}
+		}
+	}
+	clear(t.failed)
+	t.settled, t.letters, t.first = 0, nil, time.Time{}
 	if committed {
 		t.committed++
 	} else {
@@ -400,8 +481,12 @@ func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err e
 		}
 		t.log.Warn("transaction aborted: its records are handled again from the committed offsets", "records", settled, "why", why, "err", err)
 	}
-	if err != nil && fatalTxn(err) {
-		return !committed, err
+	if err != nil && !errors.Is(err, errNotAssigned) {
+		// The outcome is not known (franz-go: "odds are you should not
+		// continue"): going on from the client's view of the commits
+		// could handle committed records again. A restart reads the
+		// group's offsets from the broker.
+		return !committed, fmt.Errorf("ending a transaction: %w", err)
 	}
 	if berr := t.sess.Begin(); berr != nil {
 		return !committed, berr
@@ -438,6 +523,35 @@ func (c *Consumer[K, V]) pollContext(ctx context.Context) (context.Context, cont
 		}
 	}()
 	return wctx, cancel
+}
+
+// beginTxns loads the producer id, which fences an earlier process with the
+// same transactional id and aborts its open transaction at once, and begins
+// the first transaction. It retries until runCtx ends while the cluster
+// cannot be reached; a fatal error (fenced, not authorized) halts.
+func (c *Consumer[K, V]) beginTxns(runCtx context.Context) {
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(runCtx, 2*c.cfg.DeadLetter.WriteTimeout)
+		_, _, err := c.cl.ProducerID(pctx)
+		cancel()
+		if err == nil {
+			if err = c.txn.sess.Begin(); err != nil {
+				c.halt(txnHalt(err))
+			}
+			return
+		}
+		if runCtx.Err() != nil {
+			return
+		}
+		if fatalTxn(err) {
+			c.halt(txnHalt(err))
+			return
+		}
+		c.log.Warn("transactions cannot begin yet; retrying", "attempt", attempt, "err", err)
+		if backoff.Sleep(runCtx, min(time.Duration(attempt)*time.Second, 10*time.Second)) != nil {
+			return
+		}
+	}
 }
 
 // commitDue commits the open transaction when it is due.
@@ -481,6 +595,15 @@ func txnHalt(err error) *HaltError {
 	return &HaltError{Stage: "transaction", Err: fmt.Errorf("the transactions cannot go on: %w", err)}
 }
 
+// outputFailed is the failure of rec when one of its outputs could not be
+// written in an aborted transaction (see txn.failedWrite), nil otherwise.
+func (p *partition[K, V]) outputFailed(rec *kgo.Record) error {
+	if err := p.c.txn.failedWrite(rec); err != nil {
+		return outputFailure(err)
+	}
+	return nil
+}
+
 // settledOut settles a processed record with the handler's outputs, which
 // are written in the open transaction (exactly-once mode); without it, it is
 // settled.
@@ -507,8 +630,11 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
 	defer p.clearStuck(l.at)
+	err := c.txn.failedWrite(rec) // this letter failed in an aborted transaction
 	for tries := 1; ; tries++ {
-		err := w.writable(p.ctx, l)
+		if err == nil {
+			err = w.writable(p.ctx, l)
+		}
 		if err == nil {
 			if !c.txn.settle(p.ctx, c.cl, w, rec, nil, l) {
 				return false
@@ -552,6 +678,7 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 			}
 			return false
 		}
+		err = nil // check again
 	}
 }
 

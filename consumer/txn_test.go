@@ -15,6 +15,7 @@ import (
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
 	"github.com/antidote-kafka/antidote/serde"
@@ -322,5 +323,79 @@ func TestIntegrationExactlyOnceFenced(t *testing.T) {
 		if k := strconv.Itoa(i); seen[k] != 1 {
 			t.Errorf("output of %s: %d times, want 1", k, seen[k])
 		}
+	}
+}
+
+// TestIntegrationExactlyOnceUnwritableOutput: one record's output goes to a
+// topic that does not exist, so its transaction can never commit. It is
+// aborted once; when the record comes back, its failed write fails it, and
+// the policy dead-letters it (permanent). Every other output is committed
+// once, and the group's offsets reach the end: no abort loop.
+func TestIntegrationExactlyOnceUnwritableOutput(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out := c.Topic(t, "eosbad-in", 1), c.Topic(t, "eosbad-out", 1)
+	missing := kafkatest.UniqueName("eosbad-missing")
+	const n, bad = 200, 57
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
+	}
+	produce(t, manualProducer(t, c), recs...)
+	group := kafkatest.UniqueName("eosbad")
+	cons, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: testLogger(t),
+		Key: serde.String(), Value: serde.String(),
+		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosbad-txn"), MaxRecords: 50},
+		ClientOpts:  []kgo.Opt{kgo.UnknownTopicRetries(2)},
+		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+			to := out
+			if r.Value == strconv.Itoa(bad) {
+				to = missing
+			}
+			return r.Produce(&kgo.Record{Topic: to, Key: r.Raw.Key, Value: r.Raw.Value})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, cons)
+	ends := endOffsets(t, c.Client(t), in)
+	waitFor(t, 2*time.Minute, "the group's offsets at the end", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := kadmCommitted(ctx, c.Client(t), group, in)
+		return err == nil && fmt.Sprint(got) == fmt.Sprint(ends) // no group before the first commit
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := cons.Stats()
+	t.Logf("%s: %d transactions committed, %d aborted; %d processed, %d dead-lettered", c.Kind(), s.TransactionsCommitted, s.TransactionsAborted, s.Processed, s.DeadLettered)
+	if s.TransactionsAborted == 0 || s.TransactionsAborted > 3 {
+		t.Errorf("%d transactions aborted, want 1 to 3 (the failed write, then the policy settles the record)", s.TransactionsAborted)
+	}
+	seen := map[string]int{}
+	for _, r := range readCommitted(t, c, out) {
+		seen[string(r.Key)]++
+	}
+	for i := 0; i < n; i++ {
+		want := 1
+		if i == bad {
+			want = 0
+		}
+		if k := strconv.Itoa(i); seen[k] != want {
+			t.Errorf("output of %s: %d times, want %d", k, seen[k], want)
+		}
+	}
+	dl := readCommitted(t, c, in+".dlq")
+	if len(dl) != 1 || string(dl[0].Key) != strconv.Itoa(bad) {
+		t.Fatalf("dead letters %d (want 1, of record %d)", len(dl), bad)
+	}
+	f, err := deadletter.ParseRecord(dl[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.Message, "could not be written") || f.Class != "permanent" {
+		t.Errorf("dead letter: class %s, message %q", f.Class, f.Message)
 	}
 }
