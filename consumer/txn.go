@@ -139,8 +139,8 @@ type txn struct {
 	// failedBefore are the writes that failed in aborted transactions, by
 	// the record they settle: when it is settled again, the policy decides.
 	failedBefore map[srcKey]error
-	first   time.Time              // of its first settle; zero if none
-	full    chan struct{}          // signalled when settled reaches MaxRecords
+	first        time.Time     // of its first settle; zero if none
+	full         chan struct{} // signalled when settled reaches MaxRecords
 
 	// While a commit runs: what is settled meanwhile, for the next one.
 	committing bool
