@@ -46,6 +46,9 @@ type Consumer[K, V any] struct {
 
 	mu    sync.Mutex
 	parts map[tp]*partition[K, V]
+	// opPaused are the partitions an operator paused (Pause), so that a
+	// worker started again (after an aborted transaction) stays paused.
+	opPaused map[tp]bool
 
 	assigned atomic.Int64 // partitions this member owns
 	runOnce  atomic.Bool
@@ -107,6 +110,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		classifier: cfg.Classifier,
 		log:        cfg.Logger.With("group", cfg.Group),
 		parts:      make(map[tp]*partition[K, V]),
+		opPaused:   make(map[tp]bool),
 		wakeCh:     make(chan struct{}),
 		runDone:    make(chan struct{}),
 		budget:     budget{maxRecords: cfg.Buffer.TotalRecords, maxBytes: cfg.Buffer.TotalBytes},
@@ -350,6 +354,9 @@ func (c *Consumer[K, V]) partition(topic string, part int32) *partition[K, V] {
 	p := c.parts[key]
 	if p == nil {
 		p = newPartition(c, topic, part)
+		if c.opPaused[key] {
+			p.pause()
+		}
 		c.parts[key] = p
 		c.running.Add(1)
 		go func() {
@@ -381,6 +388,18 @@ func (c *Consumer[K, V]) stopPartitions(m map[string][]int32) {
 	}
 	// Paused partitions stay paused across rebalances unless resumed.
 	c.cl.ResumeFetchPartitions(m)
+}
+
+// forgetPauses drops the operator pauses of partitions taken from this
+// member: the next owner does not inherit them.
+func (c *Consumer[K, V]) forgetPauses(m map[string][]int32) {
+	c.mu.Lock()
+	for t, ps := range m {
+		for _, p := range ps {
+			delete(c.opPaused, tp{t, p})
+		}
+	}
+	c.mu.Unlock()
 }
 
 // onAssigned checks the dead-letter topics of newly assigned topics (and
@@ -442,6 +461,7 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	c.assign(revoked, false)
 	c.stopPartitions(revoked)
+	c.forgetPauses(revoked)
 	if c.tiers != nil {
 		c.tiers.drop(revoked)
 	}
@@ -463,6 +483,7 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	c.assign(lost, false)
 	c.stopPartitions(lost)
+	c.forgetPauses(lost)
 	if c.tiers != nil {
 		c.tiers.drop(lost)
 	}
@@ -543,6 +564,9 @@ func (c *Consumer[K, V]) Pause(topic string, part int32) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.opPaused[tp{topic, part}] = true
+	c.mu.Unlock()
 	if p.pause() {
 		c.log.Warn("partition paused by an operator", "topic", topic, "partition", part)
 	}
@@ -555,6 +579,9 @@ func (c *Consumer[K, V]) Resume(topic string, part int32) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	delete(c.opPaused, tp{topic, part})
+	c.mu.Unlock()
 	if p.resume() {
 		c.log.Warn("partition resumed by an operator", "topic", topic, "partition", part)
 	}

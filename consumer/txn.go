@@ -41,6 +41,14 @@ import (
 // above 1, BatchHandler. DurableAttempts are not kept in this
 // mode: a record retried in place starts counting again after a restart.
 //
+// A write that fails aborts its transaction, and its records are handled
+// again. A record whose write fails in 3 transactions in a row is settled by
+// its policy: an output's failure is a permanent failure of the record, a
+// dead letter's goes to DeadLetterConfig.Unwritable. Such aborts wait a
+// little longer each time (up to 5s). A transaction whose end has an unknown
+// outcome halts the consumer (a *HaltError): a restart reads the group's
+// offsets from the broker.
+//
 // What is counted in [Stats] includes the work of aborted transactions:
 // a record handled again after an abort is counted again.
 type ExactlyOnce struct {
@@ -137,8 +145,10 @@ type txn struct {
 	letters []sentLetter           // dead letters written in it
 	failed  map[srcKey]error       // its writes that failed, by the record they settle
 	// failedBefore are the writes that failed in aborted transactions, by
-	// the record they settle: when it is settled again, the policy decides.
-	failedBefore map[srcKey]error
+	// the record they settle, with how many transactions in a row they
+	// failed; a record's entry goes when a transaction commits past it.
+	failedBefore map[srcKey]failedWrite
+	abortsInRow  int           // transactions in a row aborted by a failed write
 	first        time.Time     // of its first settle; zero if none
 	full         chan struct{} // signalled when settled reaches MaxRecords
 
@@ -175,13 +185,25 @@ type sentLetter struct {
 	src srcKey
 }
 
+// failedWrite is a write that failed in aborted transactions.
+type failedWrite struct {
+	err   error
+	times int
+}
+
+// writeFailures is how many transactions in a row a record's write may fail
+// (each aborted, the record handled again) before the failure goes to the
+// record's policy: a batch the broker rejected once is written again, one
+// that can never be written is dead-lettered.
+const writeFailures = 3
+
 // maxFailedBefore bounds failedBefore (writes of records that may never come
 // back to this member).
 const maxFailedBefore = 1000
 
 func newTxn(cfg ExactlyOnce, log *slog.Logger) *txn {
 	return &txn{cfg: cfg, log: log, marks: make(map[tp]kgo.EpochOffset), next: make(map[tp]kgo.EpochOffset), full: make(chan struct{}, 1),
-		failed: make(map[srcKey]error), failedBefore: make(map[srcKey]error)}
+		failed: make(map[srcKey]error), failedBefore: make(map[srcKey]failedWrite)}
 }
 
 // settle writes the outputs and the dead letter (either may be absent) of a
@@ -247,10 +269,11 @@ func (t *txn) writeFailed(src srcKey, err error) {
 	t.mu.Unlock()
 }
 
-// failedWrite returns, once, the error of a write of rec that failed in an
-// aborted transaction: rec is settled again, and its policy decides (an
-// output that can never be written fails the record like its handler would;
-// see errWriteFailed).
+// failedWrite returns the error of a write of rec that failed in
+// writeFailures aborted transactions in a row: rec is settled again, and its
+// policy decides (an output failure fails the record like its handler would,
+// see outputFailure; a letter goes through DeadLetterConfig.Unwritable).
+// Before that, it returns nil: the write is tried again.
 func (t *txn) failedWrite(rec *kgo.Record) error {
 	if t == nil {
 		return nil
@@ -261,23 +284,19 @@ func (t *txn) failedWrite(rec *kgo.Record) error {
 		return nil
 	}
 	k := keyOf(rec)
-	err, ok := t.failedBefore[k]
-	if !ok {
+	f, ok := t.failedBefore[k]
+	if !ok || f.times < writeFailures {
 		return nil
 	}
 	delete(t.failedBefore, k)
-	return err
+	return f.err
 }
 
 // outputFailure is the failure of a record one of whose outputs could not
-// be written in an aborted transaction: permanent when the write can never
-// succeed (too large, not authorized, a policy), else transient.
+// be written in writeFailures transactions in a row: permanent, since
+// trying it again in place would only write it in a transaction again.
 func outputFailure(err error) error {
-	err = fmt.Errorf("consumer: an output of this record could not be written: %w", err)
-	if unwritable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) || !kerr.IsRetriable(err) {
-		return failure.Permanent(err)
-	}
-	return failure.Transient(err)
+	return failure.Permanent(fmt.Errorf("consumer: an output of this record could not be written in %d transactions: %w", writeFailures, err))
 }
 
 // markLocked marks rec for the commit of the open transaction, or of the
@@ -456,14 +475,25 @@ func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err e
 	cancel()
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
-	if !committed {
+	writeAbort := !committed && len(t.failed) > 0
+	switch {
+	case writeAbort:
+		t.abortsInRow++
 		for k, err := range t.failed {
-			if len(t.failedBefore) < maxFailedBefore {
-				t.failedBefore[k] = err
+			if f, ok := t.failedBefore[k]; ok || len(t.failedBefore) < maxFailedBefore {
+				t.failedBefore[k] = failedWrite{err: err, times: f.times + 1}
+			}
+		}
+	case committed:
+		t.abortsInRow = 0
+		for k := range t.failedBefore {
+			if eo, ok := marks[k.tp]; ok && eo.Offset > k.offset {
+				delete(t.failedBefore, k) // written at last, or settled by its policy
 			}
 		}
 	}
 	clear(t.failed)
+	aborts := t.abortsInRow
 	t.settled, t.letters, t.first = 0, nil, time.Time{}
 	if committed {
 		t.committed++
@@ -480,6 +510,11 @@ func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err e
 			why = errors.New("the group rebalanced, or the offsets could not be committed")
 		}
 		t.log.Warn("transaction aborted: its records are handled again from the committed offsets", "records", settled, "why", why, "err", err)
+	}
+	if writeAbort {
+		// A write failed: the next try waits a little more each time, so
+		// that a failure the broker repeats is not a hot loop.
+		time.Sleep(min(time.Duration(1<<min(aborts-1, 6))*100*time.Millisecond, 5*time.Second))
 	}
 	if err != nil && !errors.Is(err, errNotAssigned) {
 		// The outcome is not known (franz-go: "odds are you should not

@@ -211,9 +211,10 @@ func eosConsumer(t *testing.T, c *kafkatest.Cluster, in, out, group, txid string
 }
 
 // TestExactlyOnceFailedOutput: the first produce of an output fails (a
-// non-retryable error from the broker). The transaction is aborted, its
-// records are handled again from the committed offsets, and in the end the
-// outputs topic holds each record's output once.
+// non-retryable error from the broker, once). The transaction is aborted,
+// its records are handled again from the committed offsets and written
+// again; in the end each record has exactly one output and none is
+// dead-lettered.
 func TestExactlyOnceFailedOutput(t *testing.T) {
 	c := kafkatest.New(t)
 	if c.Fake() == nil {
@@ -263,16 +264,31 @@ func TestExactlyOnceFailedOutput(t *testing.T) {
 	if !failed || s.TransactionsAborted == 0 {
 		t.Fatalf("injected failure %v, %d transactions aborted: the failed write did not abort one", failed, s.TransactionsAborted)
 	}
+	checkOutputsOrLetters(t, c, in, out, n, 0)
+	t.Logf("%d transactions committed, %d aborted; %d records handled for %d", s.TransactionsCommitted, s.TransactionsAborted, s.Processed, n)
+}
+
+// checkOutputsOrLetters checks that each of the n records of in (keys 0 to
+// n-1) has exactly one output in out or one dead letter, and that letters
+// records have a dead letter.
+func checkOutputsOrLetters(t *testing.T, c *kafkatest.Cluster, in, out string, n, letters int) {
+	t.Helper()
 	seen := map[string]int{}
 	for _, r := range readCommitted(t, c, out) {
 		seen[string(r.Key)]++
 	}
+	dl := readCommitted(t, c, in+".dlq")
+	for _, r := range dl {
+		seen[string(r.Key)]++
+	}
 	for i := 0; i < n; i++ {
 		if k := strconv.Itoa(i); seen[k] != 1 {
-			t.Errorf("output of %s: %d times, want 1", k, seen[k])
+			t.Errorf("record %s: %d outputs and dead letters, want 1", k, seen[k])
 		}
 	}
-	t.Logf("%d transactions committed, %d aborted; %d records handled for %d", s.TransactionsCommitted, s.TransactionsAborted, s.Processed, n)
+	if len(dl) != letters {
+		t.Errorf("%d dead letters, want %d", len(dl), letters)
+	}
 }
 
 // TestIntegrationExactlyOnceFenced: a second consumer that starts with the same
@@ -315,22 +331,14 @@ func TestIntegrationExactlyOnceFenced(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]int{}
-	for _, r := range readCommitted(t, c, out) {
-		seen[string(r.Key)]++
-	}
-	for i := 0; i < n; i++ {
-		if k := strconv.Itoa(i); seen[k] != 1 {
-			t.Errorf("output of %s: %d times, want 1", k, seen[k])
-		}
-	}
+	checkOutputsOrLetters(t, c, in, out, n, 0)
 }
 
 // TestIntegrationExactlyOnceUnwritableOutput: one record's output goes to a
-// topic that does not exist, so its transaction can never commit. It is
-// aborted once; when the record comes back, its failed write fails it, and
-// the policy dead-letters it (permanent). Every other output is committed
-// once, and the group's offsets reach the end: no abort loop.
+// topic that does not exist, so its transaction can never commit. After
+// three aborted transactions in a row, its failed write fails the record,
+// and the policy dead-letters it (permanent). Every other output is
+// committed once, and the group's offsets reach the end: no abort loop.
 func TestIntegrationExactlyOnceUnwritableOutput(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out := c.Topic(t, "eosbad-in", 1), c.Topic(t, "eosbad-out", 1)
@@ -371,8 +379,8 @@ func TestIntegrationExactlyOnceUnwritableOutput(t *testing.T) {
 	}
 	s := cons.Stats()
 	t.Logf("%s: %d transactions committed, %d aborted; %d processed, %d dead-lettered", c.Kind(), s.TransactionsCommitted, s.TransactionsAborted, s.Processed, s.DeadLettered)
-	if s.TransactionsAborted == 0 || s.TransactionsAborted > 3 {
-		t.Errorf("%d transactions aborted, want 1 to 3 (the failed write, then the policy settles the record)", s.TransactionsAborted)
+	if s.TransactionsAborted < 3 || s.TransactionsAborted > 4 {
+		t.Errorf("%d transactions aborted, want 3 (the failed write three times; then the policy settles the record), or 4 with a rebalance", s.TransactionsAborted)
 	}
 	seen := map[string]int{}
 	for _, r := range readCommitted(t, c, out) {
@@ -398,4 +406,77 @@ func TestIntegrationExactlyOnceUnwritableOutput(t *testing.T) {
 	if !strings.Contains(f.Message, "could not be written") || f.Class != "permanent" {
 		t.Errorf("dead letter: class %s, message %q", f.Class, f.Message)
 	}
+}
+
+// TestExactlyOnceAbortKeepsPause: an operator pause outlives an aborted
+// transaction, which restarts every partition worker: the paused partition
+// handles nothing until Resume.
+func TestExactlyOnceAbortKeepsPause(t *testing.T) {
+	c := kafkatest.New(t)
+	if c.Fake() == nil {
+		t.Skip("needs kfake fault injection")
+	}
+	in, out := c.Topic(t, "eospause-in", 2), c.Topic(t, "eospause-out", 2)
+	group := kafkatest.UniqueName("eospause")
+	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eospause-txn"))
+	stop := runConsumer(t, cons)
+	const n = 100
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Partition: int32(i % 2), Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
+	}
+	produce(t, manualProducer(t, c), recs[:2]...) // one record each: the workers start
+	waitFor(t, time.Minute, "the first records processed", func() bool { return cons.Stats().Processed == 2 })
+	if err := cons.Pause(in, 1); err != nil {
+		t.Fatal(err)
+	}
+	failed := false
+	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		pr := req.(*kmsg.ProduceRequest)
+		if pr.TransactionID == nil || failed {
+			c.Fake().KeepControl()
+			return nil, nil, false
+		}
+		failed = true // the first transactional produce: an output of partition 0
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	produce(t, manualProducer(t, c), recs[2:]...)
+	waitFor(t, time.Minute, "partition 0 committed to its end", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := kadmCommitted(ctx, c.Client(t), group, in)
+		return err == nil && got[0] == n/2
+	})
+	s := cons.Stats()
+	if !failed || s.TransactionsAborted == 0 {
+		t.Fatalf("injected %v, %d transactions aborted: no abort to test", failed, s.TransactionsAborted)
+	}
+	for _, p := range s.Partitions {
+		if p.Partition == 1 && p.Paused != consumer.PauseOperator {
+			t.Errorf("partition 1 after the abort: paused %q, want %q", p.Paused, consumer.PauseOperator)
+		}
+	}
+	if err := cons.Resume(in, 1); err != nil {
+		t.Fatal(err)
+	}
+	ends := endOffsets(t, c.Client(t), in)
+	waitFor(t, time.Minute, "every partition committed to its end", func() bool {
+		return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkOutputsOrLetters(t, c, in, out, n, 0)
 }
