@@ -480,3 +480,27 @@ func TestExactlyOnceAbortKeepsPause(t *testing.T) {
 	}
 	checkOutputsOrLetters(t, c, in, out, n, 0)
 }
+
+// TestExactlyOnceUnreachableAtStart: with no cluster to talk to, Run keeps
+// trying to begin its transactions instead of halting, and returns nil when
+// its context ends.
+func TestExactlyOnceUnreachableAtStart(t *testing.T) {
+	cons, err := consumer.New(consumer.Config[string, string]{
+		Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g", Logger: testLogger(t),
+		Value:       serde.String(),
+		Handler:     func(context.Context, *consumer.Record[string, string]) error { return nil },
+		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: "tx"},
+		DeadLetter:  consumer.DeadLetterConfig{WriteTimeout: time.Second}, // bounds one try (2 s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second) // a few tries
+	defer cancel()
+	if err := cons.Run(ctx); err != nil {
+		t.Fatalf("Run with the cluster unreachable: %v, want nil after its context ends", err)
+	}
+	if h := cons.Stats().Halted; h != 0 {
+		t.Errorf("halted %d times", h)
+	}
+}
