@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,29 +228,7 @@ func TestExactlyOnceFailedOutput(t *testing.T) {
 		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
 	}
 	produce(t, manualProducer(t, c), recs...)
-	failed := false
-	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		pr := req.(*kmsg.ProduceRequest)
-		if pr.TransactionID == nil || failed {
-			c.Fake().KeepControl()
-			return nil, nil, false
-		}
-		failed = true // the first transactional produce: outputs only, no record here is a poison pill
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRecord.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	failed := failFirstTxnProduce(c) // outputs only: no record here is a poison pill
 	group := kafkatest.UniqueName("eosfail")
 	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eosfail-txn"))
 	stop := runConsumer(t, cons)
@@ -261,8 +240,8 @@ func TestExactlyOnceFailedOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := cons.Stats()
-	if !failed || s.TransactionsAborted == 0 {
-		t.Fatalf("injected failure %v, %d transactions aborted: the failed write did not abort one", failed, s.TransactionsAborted)
+	if !failed.Load() || s.TransactionsAborted == 0 {
+		t.Fatalf("injected failure %v, %d transactions aborted: the failed write did not abort one", failed.Load(), s.TransactionsAborted)
 	}
 	checkOutputsOrLetters(t, c, in, out, n, 0)
 	t.Logf("%d transactions committed, %d aborted; %d records handled for %d", s.TransactionsCommitted, s.TransactionsAborted, s.Processed, n)
@@ -430,28 +409,7 @@ func TestExactlyOnceAbortKeepsPause(t *testing.T) {
 	if err := cons.Pause(in, 1); err != nil {
 		t.Fatal(err)
 	}
-	failed := false
-	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		pr := req.(*kmsg.ProduceRequest)
-		if pr.TransactionID == nil || failed {
-			c.Fake().KeepControl()
-			return nil, nil, false
-		}
-		failed = true // the first transactional produce: an output of partition 0
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	failed := failFirstTxnProduce(c) // an output of partition 0
 	produce(t, manualProducer(t, c), recs[2:]...)
 	waitFor(t, time.Minute, "partition 0 committed to its end", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -460,8 +418,8 @@ func TestExactlyOnceAbortKeepsPause(t *testing.T) {
 		return err == nil && got[0] == n/2
 	})
 	s := cons.Stats()
-	if !failed || s.TransactionsAborted == 0 {
-		t.Fatalf("injected %v, %d transactions aborted: no abort to test", failed, s.TransactionsAborted)
+	if !failed.Load() || s.TransactionsAborted == 0 {
+		t.Fatalf("injected %v, %d transactions aborted: no abort to test", failed.Load(), s.TransactionsAborted)
 	}
 	for _, p := range s.Partitions {
 		if p.Partition == 1 && p.Paused != consumer.PauseOperator {
@@ -503,4 +461,33 @@ func TestExactlyOnceUnreachableAtStart(t *testing.T) {
 	if h := cons.Stats().Halted; h != 0 {
 		t.Errorf("halted %d times", h)
 	}
+}
+
+// failFirstTxnProduce makes kfake reject the first transactional produce
+// request (every record in it, INVALID_RECORD) and pass every other. It
+// reports whether it did.
+func failFirstTxnProduce(c *kafkatest.Cluster) *atomic.Bool {
+	failed := new(atomic.Bool)
+	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		pr := req.(*kmsg.ProduceRequest)
+		if pr.TransactionID == nil || failed.Load() {
+			c.Fake().KeepControl()
+			return nil, nil, false
+		}
+		failed.Store(true)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return failed
 }
