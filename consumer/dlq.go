@@ -368,6 +368,18 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	}
 	l.cur = wr
 	l.tries++
+	if err := w.writable(ctx, l); err != nil {
+		wr.finish(err)
+		return
+	}
+	// The client bounds the write with WriteTimeout
+	// (kgo.RecordDeliveryTimeout).
+	w.cl.Produce(context.Background(), rec, promise)
+}
+
+// writable checks, without writing, that l can be written: its topic is
+// ready (checked, created if missing) and l fits its size limit.
+func (w *dlqWriter) writable(ctx context.Context, l *letter) error {
 	limit, ok := w.ready(l.src.Topic, l.tmpl.Topic)
 	if !ok {
 		sources, err := w.sourcePartitions(ctx, l.src.Topic)
@@ -375,8 +387,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 			err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
 		}
 		if err != nil {
-			wr.finish(err)
-			return
+			return err
 		}
 		limit = w.limit(l.tmpl.Topic)
 	}
@@ -384,12 +395,9 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 		l.size = letterSize(&l.tmpl)
 	}
 	if limit > 0 && l.size > limit {
-		wr.finish(fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, l.size, l.tmpl.Topic, limit))
-		return
+		return fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, l.size, l.tmpl.Topic, limit)
 	}
-	// The client bounds the write with WriteTimeout
-	// (kgo.RecordDeliveryTimeout).
-	w.cl.Produce(context.Background(), rec, promise)
+	return nil
 }
 
 // ready returns the size limit of a dead-letter topic when it is ready and

@@ -301,16 +301,8 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 		p.c.stats.dlqWriteErrors.Add(1)
 		never := unwritable(err)
 		if never {
-			switch p.c.cfg.DeadLetter.Unwritable {
-			case UnwritableSkip:
-				l.skipped = "unwritable"
-				return true
-			case UnwritableHalt:
-				p.log.error("halting: the dead letter can never be written", l.src, "dlq_topic", l.tmpl.Topic, "err", err)
-				p.outcome(l.src, l.stage, l.class, OutcomeHalted)
-				p.c.halt(&HaltError{Topic: l.src.Topic, Partition: l.src.Partition, Offset: l.src.Offset, Timestamp: l.src.Timestamp,
-					Stage: string(l.stage), Err: fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, err)})
-				return false
+			if decided, ok := p.settleUnwritable(l, err); decided {
+				return ok
 			}
 		}
 		wait := w.nextWait(l)
@@ -325,6 +317,24 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 		}
 	}
 	return true
+}
+
+// settleUnwritable applies DeadLetterConfig.Unwritable to l, whose write
+// can never succeed: skip settles l as skipped (decided, ok), halt stops the
+// consumer (decided, not ok); wait leaves it to the caller (not decided).
+func (p *partition[K, V]) settleUnwritable(l *letter, err error) (decided, ok bool) {
+	switch p.c.cfg.DeadLetter.Unwritable {
+	case UnwritableSkip:
+		l.skipped = "unwritable"
+		return true, true
+	case UnwritableHalt:
+		p.log.error("halting: the dead letter can never be written", l.src, "dlq_topic", l.tmpl.Topic, "err", err)
+		p.outcome(l.src, l.stage, l.class, OutcomeHalted)
+		p.c.halt(&HaltError{Topic: l.src.Topic, Partition: l.src.Partition, Offset: l.src.Offset, Timestamp: l.src.Timestamp,
+			Stage: string(l.stage), Err: fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, err)})
+		return true, false
+	}
+	return false, true
 }
 
 // drain runs when the worker stops: it gives the letters in flight up to

@@ -683,17 +683,12 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: tries, since: l.f.Last, lastErr: err, cancel: rcancel})
 		never := unwritable(err)
 		if never {
-			switch c.cfg.DeadLetter.Unwritable {
-			case UnwritableSkip:
-				l.skipped = "unwritable"
-				p.letterDone(l)
+			if decided, ok := p.settleUnwritable(l, err); decided {
+				if !ok {
+					return false
+				}
+				p.letterDone(l) // skipped
 				return p.settled(rec)
-			case UnwritableHalt:
-				p.log.error("halting: the dead letter can never be written", l.src, "dlq_topic", l.tmpl.Topic, "err", err)
-				p.outcome(l.src, l.stage, l.class, OutcomeHalted)
-				c.halt(&HaltError{Topic: l.src.Topic, Partition: l.src.Partition, Offset: l.src.Offset, Timestamp: l.src.Timestamp,
-					Stage: string(l.stage), Err: fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, err)})
-				return false
 			}
 		}
 		var wait time.Duration
@@ -715,24 +710,4 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 		}
 		err = nil // check again
 	}
-}
-
-// writable checks, without writing, that l can be written: its topic is
-// ready and it fits.
-func (w *dlqWriter) writable(ctx context.Context, l *letter) error {
-	limit, ok := w.ready(l.src.Topic, l.tmpl.Topic)
-	if !ok {
-		sources, err := w.sourcePartitions(ctx, l.src.Topic)
-		if err == nil {
-			err = w.ensure(ctx, l.src.Topic, l.tmpl.Topic, sources)
-		}
-		if err != nil {
-			return err
-		}
-		limit = w.limit(l.tmpl.Topic)
-	}
-	if limit > 0 && letterSize(&l.tmpl) > limit {
-		return fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, letterSize(&l.tmpl), l.tmpl.Topic, limit)
-	}
-	return nil
 }
