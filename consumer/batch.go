@@ -59,7 +59,8 @@ type Batching struct {
 	// Size is the most records of a batch. Optional: 500.
 	Size int
 	// Linger is how long a batch that is not full waits for more records
-	// before it is handled. Optional: 50ms.
+	// before it is handled, counted from its first record: a trickle of
+	// records does not hold a batch back until it is full. Optional: 50ms.
 	Linger time.Duration
 }
 
@@ -111,14 +112,19 @@ func (p *partition[K, V]) runBatches() {
 	defer p.drain()
 	size := p.c.cfg.Batching.Size
 	batch := make([]pending[K, V], 0, size)
+	var due time.Time // when the batch is handled if not full: Linger after its first record
+	handle := func() bool {
+		ok := p.handleBatch(batch)
+		batch = batch[:0]
+		return ok
+	}
 	for {
 		recs := p.take()
 		if len(recs) == 0 {
-			if len(batch) > 0 && !p.lingerFor() {
-				if !p.handleBatch(batch) {
+			if len(batch) > 0 && !p.lingerUntil(due) {
+				if !handle() {
 					return
 				}
-				batch = batch[:0]
 				continue
 			}
 			if len(batch) == 0 && !p.idle() {
@@ -134,32 +140,35 @@ func (p *partition[K, V]) runBatches() {
 			r, stage, err := p.decode(p.ctx, rec, 1, time.Time{}, 0)
 			if err != nil {
 				// Settled in offset order: the batch before it first.
-				if !p.handleBatch(batch) {
+				if !handle() {
 					return
 				}
-				batch = batch[:0]
 				if !p.settleFailure(rec, &origin{rec: rec}, stage, err, 1, time.Time{}) {
 					return
 				}
 				continue
 			}
+			if len(batch) == 0 {
+				due = time.Now().Add(p.c.cfg.Batching.Linger)
+			}
 			batch = append(batch, pending[K, V]{rec, r})
-			if len(batch) == size {
-				if !p.handleBatch(batch) {
-					return
-				}
-				batch = batch[:0]
+			if len(batch) == size && !handle() {
+				return
 			}
 		}
 		p.ledger.flush()
 	}
 }
 
-// lingerFor waits up to Batching.Linger for more records. It reports
-// whether records came (false: handle the batch now, or stop).
-func (p *partition[K, V]) lingerFor() bool {
+// lingerUntil waits until due for more records. It reports whether records
+// came (false: handle the batch now, or stop).
+func (p *partition[K, V]) lingerUntil(due time.Time) bool {
 	p.ledger.flush()
-	t := time.NewTimer(p.c.cfg.Batching.Linger)
+	d := time.Until(due)
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-p.wake:

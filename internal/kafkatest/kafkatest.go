@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -33,6 +34,9 @@ const EnvBrokers = "ANTIDOTE_KAFKA_BROKERS"
 type Cluster struct {
 	brokers []string
 	fake    *kfake.Cluster
+	// dial is the dialer of a cluster on an in-memory network (NewVirtual);
+	// nil for a cluster on the loopback network.
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // New returns a cluster for t. Without ANTIDOTE_KAFKA_BROKERS it starts an
@@ -52,6 +56,35 @@ func New(t testing.TB, opts ...kfake.Opt) *Cluster {
 	}
 	t.Cleanup(fc.Close)
 	return &Cluster{brokers: fc.ListenAddrs(), fake: fc}
+}
+
+// NewVirtual returns an in-process kfake cluster on an in-memory network,
+// for tests that run in a testing/synctest bubble: a bubble's fake clock
+// advances only while every goroutine is blocked on something inside the
+// bubble, which a TCP connection is not. Every client of the cluster must
+// dial through it: give them ClientOpts (the consumer's Config.ClientOpts)
+// or use Client. Call it inside the bubble; the cluster is closed when t
+// ends. It never uses a real broker.
+func NewVirtual(t testing.TB, opts ...kfake.Opt) *Cluster {
+	t.Helper()
+	var net kfake.VirtualNetwork
+	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.Ports(9092), kfake.AllowAutoTopicCreation(), kfake.ListenFn(net.Listen)}, opts...)
+	fc, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatalf("kafkatest: starting kfake: %v", err)
+	}
+	t.Cleanup(fc.Close)
+	return &Cluster{brokers: fc.ListenAddrs(), fake: fc, dial: net.DialContext}
+}
+
+// ClientOpts are the options every client of the cluster needs besides
+// its seed brokers: the in-memory dialer of a NewVirtual cluster, none
+// otherwise.
+func (c *Cluster) ClientOpts() []kgo.Opt {
+	if c.dial == nil {
+		return nil
+	}
+	return []kgo.Opt{kgo.Dialer(c.dial)}
 }
 
 // Brokers returns the seed brokers.
@@ -75,7 +108,7 @@ func (c *Cluster) Kind() string {
 // Client returns a client on the cluster, closed when t ends.
 func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.brokers...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.brokers...)}, c.ClientOpts()...), opts...)...)
 	if err != nil {
 		t.Fatalf("kafkatest: new client: %v", err)
 	}

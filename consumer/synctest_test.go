@@ -1,0 +1,99 @@
+package consumer_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// Tests driven by time run in a testing/synctest bubble, on a kfake cluster
+// on an in-memory network (kafkatest.NewVirtual): a retry wait, a linger or a
+// stuck delay passes at once on the bubble's fake clock, and the assertions
+// are about what happened, not about how long it took.
+
+// virtualConsumer returns a consumer config on a NewVirtual cluster.
+func virtualConfig[V any](t *testing.T, c *kafkatest.Cluster, topic string, value serde.Deserializer[V]) consumer.Config[string, V] {
+	return consumer.Config[string, V]{
+		Brokers: c.Brokers(), ClientOpts: c.ClientOpts(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
+		Logger: testLogger(t), Value: value,
+	}
+}
+
+// runInBubble runs cons until stop is called or the test ends; inside a
+// bubble every goroutine must be gone when the test function returns.
+func runInBubble[K, V any](t *testing.T, cons *consumer.Consumer[K, V]) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- cons.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-errc
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// Defect: Batching.Linger restarted whenever a record arrived, so under a
+// trickle faster than the linger a batch waited until it was full. A batch
+// is handled at most Linger after its first record was taken.
+func TestBatchLingerFromFirstRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		topic := c.Topic(t, "linger", 1)
+		prod := c.Client(t, kgo.ProducerLinger(0))
+
+		var mu sync.Mutex
+		var sizes []int
+		cfg := virtualConfig(t, c, topic, serde.String())
+		cfg.Batching = consumer.Batching{Size: 100, Linger: time.Second}
+		cfg.BatchHandler = func(_ context.Context, batch []*consumer.Record[string, string]) error {
+			mu.Lock()
+			sizes = append(sizes, len(batch))
+			mu.Unlock()
+			return nil
+		}
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		// 100 records, one every 50ms: 5 s of trickle, each record
+		// arriving well within the linger of the one before.
+		for i := range 100 {
+			produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{byte(i)}})
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		total := 0
+		for _, n := range sizes {
+			total += n
+			// A second of linger holds about 20 records of the trickle;
+			// fetch timing may add a few.
+			if n > 40 {
+				t.Errorf("a batch of %d records: the linger waited for more than a second of the trickle (batches %v)", n, sizes)
+			}
+		}
+		if total != 100 {
+			t.Errorf("batches hold %d records, want 100 (batches %v)", total, sizes)
+		}
+	})
+}
