@@ -136,6 +136,19 @@ func (a *attempts) produce(r *kgo.Record) {
 	})
 }
 
+// flush waits up to timeout for the writes in flight. Run calls it before
+// it closes the client, whose Close would drop them.
+func (a *attempts) flush(cl *kgo.Client, timeout time.Duration) {
+	if a.topic == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := cl.Flush(ctx); err != nil {
+		a.log.Warn("attempts write not flushed at stop: the next owner may repeat an attempt", "attempts_topic", a.topic, "err", err)
+	}
+}
+
 // ensure creates the state topic once.
 func (a *attempts) ensure() error {
 	a.createMu.Lock()

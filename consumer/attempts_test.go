@@ -51,7 +51,6 @@ func TestIntegrationDurableAttempts(t *testing.T) {
 	mu.Lock()
 	before := seen[len(seen)-1]
 	mu.Unlock()
-	time.Sleep(200 * time.Millisecond) // the state write is asynchronous
 
 	second := testConsumer(t, c, topic, group, serde.String(), handler, mod)
 	stop = runConsumer(t, second)

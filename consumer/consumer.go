@@ -308,6 +308,10 @@ func (c *Consumer[K, V]) shutdown() error {
 			c.log.Error("final commit failed; settled records after the last commit will be redelivered", "err", err)
 		}
 	}
+	// The durable attempts are written asynchronously: the last one
+	// must reach the broker before the client closes, or the next owner
+	// repeats an attempt.
+	c.attempts.flush(c.cl, c.cfg.DeadLetter.WriteTimeout)
 	c.cl.Close()
 	c.log.Info("consumer stopped")
 	if c.haltErr != nil {

@@ -45,6 +45,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		first = time.Now()
 	}
 	saved := o.saved // a durable entry exists for rec
+	savedAt := 0      // the attempts it holds, when saved here
 	defer func() {
 		// Settled: the entry goes. Stopping (revoked, shut down, halted):
 		// it stays, and the next owner goes on counting.
@@ -100,9 +101,9 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
 			}
 			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel})
-			if attempt >= 2 && !p.lanes.on() { // one entry per partition: not with lanes
+			if attempt >= 2 && attempt > savedAt && !p.lanes.on() { // one entry per partition: not with lanes
 				c.attempts.save(rec, attempt, first)
-				saved = true
+				saved, savedAt = true, attempt
 			}
 			if attempt == 1 || attempt%10 == 0 {
 				p.log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "wait", dur(wait), "err", err)
@@ -114,6 +115,12 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			stage, err = p.try(rctx, o, attempt, first)
 			if err == nil && c.txn != nil {
 				err = p.outputFailed(rec)
+			}
+			if err != nil && p.ctx.Err() == nil && !p.lanes.on() {
+				// Counted at once: a stop that comes before the next
+				// wait must not lose this try.
+				c.attempts.save(rec, attempt, first)
+				saved, savedAt = true, attempt
 			}
 			if err == nil {
 				p.clearStuck(rec.Offset) // no longer skippable
