@@ -266,11 +266,21 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 		if retry && !c.retryOff.Load() {
 			p.outcome(first, deadletter.StageProcess, class, OutcomeRetried)
 			p.flush()
-			p.setStuck(stuck{offset: first.Offset, reason: StuckRetrying, attempts: attempt, since: since, lastErr: err})
+			// An operator skip of the stuck offset settles the batch's
+			// first record as skipped; the rest is handled again.
+			rctx, rcancel := context.WithCancelCause(p.ctx)
+			p.setStuck(stuck{offset: first.Offset, reason: StuckRetrying, attempts: attempt, since: since, lastErr: err, cancel: rcancel})
 			if attempt == 1 || attempt%10 == 0 {
 				p.log.warn("batch failed, retrying", first, "records", len(batch), "class", class, "attempt", attempt, "wait", dur(wait), "err", err)
 			}
-			if sleep(p.ctx, wait, c.wakeSignal()) != nil {
+			serr := sleep(rctx, wait, c.wakeSignal())
+			skipped := errors.Is(context.Cause(rctx), errSkipped)
+			rcancel(nil)
+			if skipped {
+				p.clearStuck(first.Offset)
+				return p.skip(first, &origin{rec: first}, deadletter.StageProcess, err, attempt, "operator") && p.handleBatch(batch[1:])
+			}
+			if serr != nil {
 				return false
 			}
 			continue

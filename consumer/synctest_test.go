@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
 	"github.com/antidote-kafka/antidote/serde"
 )
@@ -94,6 +97,73 @@ func TestBatchLingerFromFirstRecord(t *testing.T) {
 		}
 		if total != 100 {
 			t.Errorf("batches hold %d records, want 100 (batches %v)", total, sizes)
+		}
+	})
+}
+
+// Defect: a batch retried as a whole showed in Stats.Stuck, but Skip of that
+// offset was refused ("is not stuck"). Skip settles the record at that offset
+// as skipped, and the rest of the batch is handled again at once.
+func TestBatchStuckSkip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		topic := c.Topic(t, "batchskip", 1)
+		var recs []*kgo.Record
+		for i := range 5 {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: []byte{'0' + byte(i)}})
+		}
+		produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
+
+		var mu sync.Mutex
+		processed := map[string]int{}
+		cfg := virtualConfig(t, c, topic, serde.String())
+		cfg.Batching = consumer.Batching{Size: 10, Linger: 10 * time.Millisecond}
+		cfg.Policy.Process.Transient.Retry = backoff.Fixed(time.Second) // forever
+		cfg.BatchHandler = func(_ context.Context, batch []*consumer.Record[string, string]) error {
+			for _, r := range batch {
+				if r.Value == "0" {
+					return failure.Transient(errors.New("the sink rejects this batch"))
+				}
+			}
+			mu.Lock()
+			for _, r := range batch {
+				processed[r.Value]++
+			}
+			mu.Unlock()
+			return nil
+		}
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		st := cons.Stats()
+		if len(st.Stuck) != 1 || st.Stuck[0].Offset != 0 || st.Stuck[0].Reason != consumer.StuckRetrying {
+			t.Fatalf("Stats.Stuck = %+v; want the batch stuck retrying at offset 0", st.Stuck)
+		}
+		if err := cons.Skip(topic, 0, 0); err != nil {
+			t.Fatalf("Skip of the stuck batch's offset: %v", err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		st = cons.Stats()
+		mu.Lock()
+		defer mu.Unlock()
+		if st.Skipped != 1 || len(st.Stuck) != 0 {
+			t.Errorf("skipped %d, stuck %+v; want 1 skipped, none stuck", st.Skipped, st.Stuck)
+		}
+		for _, v := range []string{"1", "2", "3", "4"} {
+			if processed[v] != 1 {
+				t.Errorf("record %s processed %d times, want 1 (processed %v)", v, processed[v], processed)
+			}
+		}
+		if processed["0"] != 0 {
+			t.Errorf("the skipped record was processed")
 		}
 	})
 }
