@@ -24,6 +24,8 @@ import (
 //     waits until they are under it.
 //   - A partition stuck on a record (retrying it, waiting for its dead
 //     letter), or paused by an operator, has its fetching paused: it holds what it has, and counts toward neither.
+//     With Concurrency, a partition is paused so when a stuck record holds
+//     it at its Ahead bound; before that, its other keys flow.
 
 // size is what a record costs the buffer, in bytes.
 func size(r *kgo.Record) int64 {
@@ -123,6 +125,7 @@ type flow struct {
 	bytes   int64
 
 	stuck    bool           // stuck on a record: retrying it, or waiting for its letter
+	held     bool           // with Concurrency: at its Ahead bound behind a stuck record
 	full     bool           // over the partition's own bound (until back under half)
 	blocking bool           // full and flowing: counted in total.full, the poll loop waits
 	operator bool           // paused by an operator (Consumer.Pause)
@@ -205,7 +208,7 @@ func (f *flow) update() {
 	switch {
 	case f.operator:
 		want = PauseOperator
-	case f.stuck:
+	case f.stuck || f.held:
 		want = PauseStuck
 	case f.waiting[PauseParked] > 0:
 		want = PauseParked

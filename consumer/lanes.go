@@ -166,6 +166,7 @@ const lanesTick = 100 * time.Millisecond
 // when the worker must stop.
 func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
 	ln := &p.lanes
+	defer p.setHeld(false)
 	for {
 		ln.mu.Lock()
 		full := p.ledger.full()
@@ -174,6 +175,10 @@ func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
 		if ok {
 			break
 		}
+		// At its Ahead bound behind a stuck record, the partition holds
+		// what it has, and its fetching pauses: it must not fill its
+		// buffer and hold back the poll loop of every partition.
+		p.setHeld(p.isStuck())
 		head, alive := p.reap()
 		if !alive {
 			return false
@@ -308,6 +313,24 @@ func (p *partition[K, V]) idleLanes() bool {
 		}
 	}
 	return p.awaitLetter(head, true)
+}
+
+// setHeld pauses the partition's fetching while it cannot take more records
+// because a stuck record holds it at its Ahead bound (on), or resumes it.
+func (p *partition[K, V]) setHeld(on bool) {
+	p.mu.Lock()
+	if p.flow.held != on {
+		p.flow.held = on
+		p.flow.update()
+	}
+	p.mu.Unlock()
+}
+
+// isStuck reports whether a record of the partition is stuck.
+func (p *partition[K, V]) isStuck() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.stuck) > 0
 }
 
 // flush marks what is settled for commit.

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -164,6 +165,67 @@ func TestBatchStuckSkip(t *testing.T) {
 		}
 		if processed["0"] != 0 {
 			t.Errorf("the skipped record was processed")
+		}
+	})
+}
+
+// Defect: with Concurrency, a key retried forever stopped every partition:
+// its partition reached Ahead without pausing its fetching, filled to its
+// buffer bound, and the poll loop waited for all partitions. A partition
+// that cannot take more records because its lowest one is stuck has its
+// fetching paused, as with one record at a time.
+func TestConcurrencyStuckKeyHoldsOnlyItsPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		topic := c.Topic(t, "stuckkey", 2)
+		var recs []*kgo.Record
+		for i := range 400 {
+			for p := range int32(2) {
+				key := fmt.Sprintf("k%d", i%50)
+				if p == 0 && i == 0 {
+					key = "poison"
+				}
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte(key), Value: []byte(key)})
+			}
+		}
+		produce(t, c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())), recs[:200]...)
+
+		var mu sync.Mutex
+		processed := map[int32]int{}
+		cfg := virtualConfig(t, c, topic, serde.String())
+		cfg.Key = serde.String()
+		cfg.Concurrency = consumer.Concurrency{Max: 4}
+		cfg.Buffer = consumer.BufferLimits{PartitionRecords: 100, TotalRecords: 150}
+		cfg.Policy.Process.Transient.Retry = backoff.Fixed(time.Second) // forever
+		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
+			if r.Value == "poison" {
+				return failure.Transient(errors.New("never recovers"))
+			}
+			mu.Lock()
+			processed[r.Raw.Partition]++
+			mu.Unlock()
+			return nil
+		}
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		time.Sleep(5 * time.Second)
+		produce(t, c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())), recs[200:]...)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		st := cons.Stats()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if processed[1] != 400 {
+			t.Errorf("partition 1 processed %d of 400 records while a key of partition 0 was stuck (partition 0: %d; stats %+v)", processed[1], processed[0], st.Partitions)
+		}
+		if len(st.Stuck) != 1 || st.Stuck[0].Partition != 0 || st.Stuck[0].Offset != 0 {
+			t.Errorf("Stats.Stuck = %+v; want partition 0 stuck at offset 0", st.Stuck)
 		}
 	})
 }
