@@ -21,8 +21,10 @@ import (
 // A record retried in place holds back only its own key: the other keys flow
 // (it shows in Stats.Stuck, one entry per waiting record, and can be
 // skipped). Ahead and AheadBytes bound how far a partition runs ahead of its
-// lowest unsettled record; at the bound it stops taking records, and what it
-// holds then makes the poll loop wait (see [BufferLimits]).
+// lowest unsettled record; at the bound it stops taking records. When a stuck
+// record (retrying, or waiting for its dead letter) holds it there, its
+// fetching pauses, so that it never holds back the other partitions;
+// otherwise what it holds counts toward [BufferLimits].
 //
 // Everything else works as with one record at a time: the policies, the
 // dead-letter path, skip, the kill switch, the flood guard, stats, hooks and
