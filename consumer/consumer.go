@@ -121,6 +121,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	c.runCtx, c.stop = context.WithCancelCause(context.Background())
 	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
 	c.dlq.hooks = c.hooks
+	c.dlq.txnal = cfg.ExactlyOnce.on()
 	if cfg.ExactlyOnce.on() {
 		c.txn = newTxn(cfg.ExactlyOnce, c.log)
 	}
@@ -312,6 +313,7 @@ func (c *Consumer[K, V]) shutdown() error {
 	// must reach the broker before the client closes, or the next owner
 	// repeats an attempt.
 	c.attempts.flush(c.cl, c.cfg.DeadLetter.WriteTimeout)
+	c.dlq.close()
 	c.cl.Close()
 	c.log.Info("consumer stopped")
 	if c.haltErr != nil {

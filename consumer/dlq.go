@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,14 @@ type dlqWriter struct {
 	// dead-letter topic); nil without retry topics.
 	isTier func(string) bool
 
+	// txnal: the exactly-once mode, whose letters are written in the
+	// transaction by the consumer's client.
+	txnal bool
+	// side writes the letters whose topic's limit was raised after the
+	// client first wrote to it (see cramped).
+	sideMu sync.Mutex
+	side   *kgo.Client
+
 	mu       sync.Mutex
 	topics   map[string]*dlqTopic      // by dead-letter (or retry) topic
 	srcSize  map[string]int32          // partition counts of source topics
@@ -100,6 +109,11 @@ type dlqTopic struct {
 	source   string
 	ready    bool  // exists (or was created) and its limit is known
 	maxBytes int32 // its max.message.bytes; 0 when unknown
+	parts    int32 // its partition count, when ready
+	// sized is the batch limit the client took for the topic when it
+	// first produced to it (see batchMax), sideSized the side client's.
+	sized, sideSized int32
+	id               kadm.TopicID // its topic id, when ready
 	err      error // why it is not ready
 	checked  time.Time
 	tier     bool // a retry tier, not a dead-letter topic
@@ -146,12 +160,98 @@ func (w *dlqWriter) attach(cl *kgo.Client) {
 // topic's own limit when it is known. franz-go asks once per partition, on
 // the first produce to it, which follows the check at assignment.
 func (w *dlqWriter) batchMax(topic string) int32 {
+	return w.sizeFor(topic, false)
+}
+
+// sizeFor is the batch limit of topic for the client (side false) or the
+// side client, recorded as the one the client keeps: franz-go asks once
+// per partition and never again.
+func (w *dlqWriter) sizeFor(topic string, side bool) int32 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if t := w.topics[topic]; t != nil && t.maxBytes > 0 {
-		return t.maxBytes
+	n := int32(defaultBatchMax)
+	t := w.topics[topic]
+	if t != nil && t.maxBytes > 0 {
+		n = t.maxBytes
 	}
-	return defaultBatchMax
+	if t != nil {
+		kept := &t.sized
+		if side {
+			kept = &t.sideSized
+		}
+		if *kept == 0 || n < *kept {
+			*kept = n
+		}
+	}
+	return n
+}
+
+// cramped reports whether the client sized its batches for topic too small
+// for a letter of size bytes: the topic's limit was raised after the
+// client's first write to it. Such a letter is written by the side client
+// (not in the exactly-once mode, whose letters are in the transaction).
+func (w *dlqWriter) cramped(topic string, size int32) bool {
+	if w.txnal {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.topics[topic]
+	return t != nil && t.sized > 0 && size > t.sized
+}
+
+// sideClient returns the client that writes the letters cramped says the
+// consumer's client cannot take, made when first needed, and made again
+// when its own batch limit for topic is too small for size (the limit
+// grew again). The one it replaces is closed once its writes are done.
+func (w *dlqWriter) sideClient(topic string, size int32) (*kgo.Client, error) {
+	w.sideMu.Lock()
+	defer w.sideMu.Unlock()
+	w.mu.Lock()
+	var stale bool
+	if t := w.topics[topic]; t != nil && t.sideSized > 0 && size > t.sideSized {
+		stale = true
+		for _, t := range w.topics {
+			t.sideSized = 0
+		}
+	}
+	w.mu.Unlock()
+	if w.side != nil && !stale {
+		return w.side, nil
+	}
+	cl, err := kgo.NewClient(append(readerOpts(w.cl),
+		kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(w.timeout),
+		kgo.RecordPartitioner(newDLQPartitioner(w)),
+		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return w.sizeFor(topic, true) }),
+	)...)
+	if err != nil {
+		return nil, err
+	}
+	if old := w.side; old != nil {
+		go closeFlushed(old, w.timeout)
+	}
+	w.side = cl
+	return cl, nil
+}
+
+// closeFlushed closes cl once its writes are done, or after timeout.
+func closeFlushed(cl *kgo.Client, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = cl.Flush(ctx)
+	cl.Close()
+}
+
+// close closes the side client, if any, once its writes are done. Run calls
+// it when it stops.
+func (w *dlqWriter) close() {
+	w.sideMu.Lock()
+	defer w.sideMu.Unlock()
+	if w.side != nil {
+		closeFlushed(w.side, w.timeout)
+		w.side = nil
+	}
 }
 
 // letter is one dead letter on its way to the dead-letter topic.
@@ -374,7 +474,16 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	}
 	// The client bounds the write with WriteTimeout
 	// (kgo.RecordDeliveryTimeout).
-	w.cl.Produce(context.Background(), rec, promise)
+	cl := w.cl
+	if w.cramped(l.tmpl.Topic, l.size) {
+		side, err := w.sideClient(l.tmpl.Topic, l.size)
+		if err != nil {
+			wr.finish(err)
+			return
+		}
+		cl = side
+	}
+	cl.Produce(context.Background(), rec, promise)
 }
 
 // writable checks, without writing, that l can be written: its topic is
@@ -397,7 +506,51 @@ func (w *dlqWriter) writable(ctx context.Context, l *letter) error {
 	if limit > 0 && l.size > limit {
 		return fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, l.size, l.tmpl.Topic, limit)
 	}
+	if l.kind != kindDead {
+		// A tier record goes to its source partition, never by key: the
+		// tier partition's worker is the one that shares its per-key
+		// order.
+		if n := w.partitionsOf(l.tmpl.Topic); n > 0 && l.tmpl.Partition >= n {
+			return fmt.Errorf("%w: %s has %d partitions, the record is of source partition %d", ErrRetryTopicPartitions, l.tmpl.Topic, n, l.tmpl.Partition)
+		}
+	}
 	return nil
+}
+
+// ErrRetryTopicPartitions is the write error of a record forwarded to a
+// retry tier that has fewer partitions than its source topic: a tier
+// partition serves the source partition of the same number, so the record
+// has none. Tiers created by the consumer grow with their source topic
+// (checked at assignment); others must be grown by an operator, and until
+// then [DeadLetterConfig.Unwritable] decides.
+var ErrRetryTopicPartitions = errors.New("consumer: retry topic has fewer partitions than its source topic")
+
+// partitionsOf is the known partition count of a dead-letter or retry topic,
+// 0 if unknown.
+func (w *dlqWriter) partitionsOf(topic string) int32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.topics[topic]; t != nil {
+		return t.parts
+	}
+	return 0
+}
+
+// recheck forgets what the writer knows of a dead-letter or retry topic
+// (exists, size limit, partitions) and the partition count of its source
+// topic, so that the next write checks them again. It is called when
+// partitions are assigned (a source topic may have grown) and after a write
+// failed (the topic may have been deleted, or its limit raised).
+func (w *dlqWriter) recheck(source, topic string) {
+	w.mu.Lock()
+	if t := w.topics[topic]; t != nil && t.ready {
+		t.ready, t.err = false, nil
+	}
+	delete(w.srcSize, source)
+	w.mu.Unlock()
+	if r := w.lastReady.Load(); r != nil && (r.topic == topic || r.source == source) {
+		w.lastReady.CompareAndSwap(r, nil)
+	}
 }
 
 // ready returns the size limit of a dead-letter topic when it is ready and
@@ -447,6 +600,14 @@ func (w *dlqWriter) rewrite(ctx context.Context, l *letter, wait time.Duration) 
 	}
 }
 
+// topicChanged reports whether a write error may say that the topic is not
+// what the writer knows of it: deleted, its limit or its partitions changed.
+// The topic is checked again before the next write (recheck).
+func topicChanged(err error) bool {
+	return tooLarge(err) || errors.Is(err, ErrRetryTopicPartitions) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
+		errors.Is(err, kerr.UnknownTopicID) || strings.Contains(err.Error(), "invalid record partitioning choice")
+}
+
 // tooLarge reports whether err says a record or batch is too large.
 func tooLarge(err error) bool {
 	return errors.Is(err, ErrLetterTooLarge) || errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
@@ -456,7 +617,7 @@ func tooLarge(err error) bool {
 // however often it is retried: the letter is too large, the topic is not
 // authorized or not valid, a policy rejects it.
 func unwritable(err error) bool {
-	if tooLarge(err) {
+	if tooLarge(err) || errors.Is(err, ErrRetryTopicPartitions) {
 		return true
 	}
 	for _, e := range []error{
@@ -507,12 +668,9 @@ func (w *dlqWriter) sourcePartitions(ctx context.Context, source string) (int32,
 func (w *dlqWriter) check(ctx context.Context, sources []string) {
 	for _, src := range sources {
 		dlq := w.topicFor(src)
-		w.mu.Lock()
-		t := w.topics[dlq]
-		w.mu.Unlock()
-		if t != nil && t.ready {
-			continue
-		}
+		// Checked again at each assignment: the topic may have been
+		// deleted, its limit changed, or its source grown.
+		w.recheck(src, dlq)
 		n, err := w.sourcePartitions(ctx, src)
 		if err == nil {
 			err = w.ensure(ctx, src, dlq, n)
@@ -545,35 +703,77 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 	if lastErr != nil && time.Since(last) < time.Second {
 		return lastErr
 	}
-	limit, err := w.prepare(ctx, source, topic, partitions)
+	info, err := w.prepare(ctx, source, topic, partitions)
 	w.mu.Lock()
 	t.checked, t.err = time.Now(), err
+	var grew, recreated bool
 	if err == nil {
-		t.ready, t.maxBytes = true, limit
+		grew = t.maxBytes > 0 && info.limit > t.maxBytes
+		recreated = t.id != (kadm.TopicID{}) && info.id != (kadm.TopicID{}) && info.id != t.id
+		t.ready, t.maxBytes, t.parts, t.id = true, info.limit, info.parts, info.id
+		if recreated {
+			t.sized, t.sideSized = 0, 0
+		}
 	}
 	w.mu.Unlock()
+	if recreated {
+		w.recreated(topic)
+	} else if grew {
+		w.log.Info(w.what(topic)+" accepts larger records now", "topic", topic, "max_message_bytes", info.limit)
+	}
 	return err
 }
 
-// prepare does the work of ensure and returns the topic's max.message.bytes.
-func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partitions int32) (int32, error) {
+// recreated makes the clients forget a topic that was deleted and created
+// again since they wrote to it: franz-go keeps the old topic id and fails
+// every write with UNKNOWN_TOPIC_ID until the topic is purged. The new
+// topic has no producer state, so its writes start afresh. A retry tier is
+// consumed too: it is added back to the subscription.
+func (w *dlqWriter) recreated(topic string) {
+	w.log.Warn(w.what(topic)+" was deleted and created again: the client starts afresh with it", "topic", topic)
+	if w.isTier != nil && w.isTier(topic) {
+		w.cl.PurgeTopicsFromClient(topic)
+		w.cl.AddConsumeTopics(topic)
+	} else {
+		w.cl.PurgeTopicsFromProducing(topic)
+	}
+	w.sideMu.Lock()
+	if w.side != nil {
+		w.side.PurgeTopicsFromProducing(topic)
+	}
+	w.sideMu.Unlock()
+}
+
+// topicInfo is what prepare learns of a topic.
+type topicInfo struct {
+	limit, parts int32
+	id           kadm.TopicID
+}
+
+// prepare does the work of ensure and returns the topic's max.message.bytes,
+// partition count and id. A retry tier with fewer partitions than its source
+// is grown when the consumer manages its topics (creation is on), and is an
+// error otherwise.
+func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partitions int32) (topicInfo, error) {
+	var none topicInfo
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
+	what := w.what(topic)
 	details, err := w.adm.ListTopics(ctx, topic)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: metadata: %w", w.what(topic), topic, err)
+		return none, fmt.Errorf("%s %s: metadata: %w", what, topic, err)
 	}
 	d, exists := details[topic]
 	if exists && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("%s %s: %w", w.what(topic), topic, d.Err)
+		return none, fmt.Errorf("%s %s: %w", what, topic, d.Err)
 	}
 	if !exists || d.Err != nil {
 		if !w.create {
-			return 0, fmt.Errorf("%s %s does not exist and DeadLetterConfig.DisableTopicCreation is set: %w", w.what(topic), topic, kerr.UnknownTopicOrPartition)
+			return none, fmt.Errorf("%s %s does not exist and DeadLetterConfig.DisableTopicCreation is set: %w", what, topic, kerr.UnknownTopicOrPartition)
 		}
 		srcLimit, err := w.maxMessageBytes(ctx, source)
 		if err != nil {
-			return 0, fmt.Errorf("%s %s: reading the limit of %s: %w", w.what(topic), topic, source, err)
+			return none, fmt.Errorf("%s %s: reading the limit of %s: %w", what, topic, source, err)
 		}
 		limit := int32(min(int64(srcLimit)+LetterHeadroom, 1<<30))
 		v := strconv.Itoa(int(limit))
@@ -582,18 +782,40 @@ func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partition
 			err = resp.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return 0, fmt.Errorf("%s %s: create: %w", w.what(topic), topic, err)
+			return none, fmt.Errorf("%s %s: create: %w", what, topic, err)
 		}
 		if err == nil {
-			w.log.Info("created "+w.what(topic), "topic", topic, "partitions", partitions, "max_message_bytes", limit)
-			return limit, nil
+			w.log.Info("created "+what, "topic", topic, "partitions", partitions, "max_message_bytes", limit)
+			return topicInfo{limit: limit, parts: partitions, id: resp.ID}, nil
 		}
+		// Created meanwhile by another member: read it.
+		if details, err = w.adm.ListTopics(ctx, topic); err != nil {
+			return none, fmt.Errorf("%s %s: metadata: %w", what, topic, err)
+		}
+		d = details[topic]
+	}
+	parts := int32(len(d.Partitions))
+	if w.isTier != nil && w.isTier(topic) && parts < partitions {
+		if !w.create {
+			return none, fmt.Errorf("%w: %s has %d, %s has %d; add partitions to it (DeadLetterConfig.DisableTopicCreation is set, so the consumer does not)",
+				ErrRetryTopicPartitions, topic, parts, source, partitions)
+		}
+		resp, err := w.adm.CreatePartitions(ctx, int(partitions-parts), topic)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			return none, fmt.Errorf("%w: %s has %d, %s has %d; adding partitions: %v", ErrRetryTopicPartitions, topic, parts, source, partitions, err)
+		}
+		w.log.Info("grew retry topic with its source topic", "topic", topic, "source", source, "partitions_before", parts, "partitions", partitions)
+		parts = partitions
+		w.cl.ForceMetadataRefresh()
 	}
 	limit, err := w.maxMessageBytes(ctx, topic)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: reading its max.message.bytes: %w", w.what(topic), topic, err)
+		return none, fmt.Errorf("%s %s: reading its max.message.bytes: %w", what, topic, err)
 	}
-	return limit, nil
+	return topicInfo{limit: limit, parts: parts, id: d.ID}, nil
 }
 
 // maxMessageBytes reads a topic's effective max.message.bytes.
@@ -670,7 +892,26 @@ func newDLQPartitioner(w *dlqWriter) kgo.Partitioner {
 // ForTopic is called by franz-go on the first produce to a topic, which for
 // a dead-letter topic comes after send has learned its source topic.
 func (d dlqPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if d.w.isTier != nil && d.w.isTier(t) {
+		return tierPartitioner{}
+	}
 	return dlqTopicPartitioner{byKey: d.byKey.ForTopic(t), sources: int(d.w.sourcesOf(t))}
+}
+
+// tierPartitioner writes a record to a retry tier's partition of the same
+// number as its source partition (Record.Partition), where the worker that
+// shares its per-key order reads it. A tier with too few partitions fails
+// the write (franz-go: an invalid partitioning choice): never another
+// partition.
+type tierPartitioner struct{}
+
+func (tierPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+
+func (tierPartitioner) Partition(r *kgo.Record, n int) int {
+	if int(r.Partition) >= n {
+		return -1
+	}
+	return int(r.Partition)
 }
 
 type dlqTopicPartitioner struct {

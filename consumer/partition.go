@@ -305,6 +305,9 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 				return ok
 			}
 		}
+		if topicChanged(err) {
+			w.recheck(l.src.Topic, l.tmpl.Topic)
+		}
 		wait := w.nextWait(l)
 		p.log.error("dead-letter write failed; the partition waits and retries", l.src,
 			"dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", dur(wait), "never_succeeds", never, "err", err)

@@ -866,11 +866,15 @@ func (c *Consumer[K, V]) checkTiers(ctx context.Context, sources []string) {
 		if names == nil {
 			continue
 		}
+		for _, topic := range names {
+			c.dlq.recheck(src, topic) // deleted, or its source grew
+		}
 		n, err := c.dlq.sourcePartitions(ctx, src)
 		for _, topic := range names {
 			if err == nil {
-				known := c.dlq.limit(topic) > 0
-				if err = c.dlq.ensure(ctx, src, topic, n); err == nil && !known {
+				// Refreshed after each check: the client must see a tier
+				// created or grown (ensure forgets nothing it found).
+				if err = c.dlq.ensure(ctx, src, topic, n); err == nil {
 					created = true
 				}
 			}

@@ -680,6 +680,9 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 			return true
 		}
 		c.stats.dlqWriteErrors.Add(1)
+		if topicChanged(err) {
+			w.recheck(l.src.Topic, l.tmpl.Topic)
+		}
 		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: tries, since: l.f.Last, lastErr: err, cancel: rcancel})
 		never := unwritable(err)
 		if never {

@@ -1,0 +1,192 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+)
+
+// What the consumer knows of its dead-letter and retry topics is checked
+// again when partitions are assigned and after a write error that says the
+// topic changed: a cache of cluster state is never kept for life.
+
+// TestIntegrationLetterLimitRaised: a letter too large for its dead-letter
+// topic waits (DeadLetterConfig.Unwritable's default); once an operator
+// raises the topic's max.message.bytes, it is written, without a restart.
+// A smaller letter went to the topic before, so the client had sized its
+// batches for the old limit. (Before: the limit was read once, and the
+// letter was refused against it for as long as the consumer ran.)
+func TestIntegrationLetterLimitRaised(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "limit", 1)
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	limit := "20000"
+	if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": &limit}, topic+".dlq"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic+".dlq") })
+	big := bytes.Repeat([]byte{0xff}, 30_000)
+	produce(t, manualProducer(t, c),
+		&kgo.Record{Topic: topic, Value: []byte{0xfe}}, // a small pill: written under the old limit
+		&kgo.Record{Topic: topic, Value: big},
+		&kgo.Record{Topic: topic, Value: []byte("after")})
+	var mu sync.Mutex
+	var processed []string
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		mu.Lock()
+		processed = append(processed, r.Value)
+		mu.Unlock()
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
+	})
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "stuck on the letter over the limit", func() bool {
+		s := cons.Stats()
+		return s.DeadLettered == 1 && len(s.Stuck) == 1 && strings.Contains(s.Stuck[0].LastError, "larger than the dead-letter topic accepts")
+	})
+	raised := "1048588"
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &raised}}, topic+".dlq"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the big letter written after the limit was raised", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return cons.Stats().DeadLettered == 2 && len(processed) == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 2 || !bytes.Equal(dl[1].Value, big) {
+		t.Fatalf("dead-letter topic holds %d records; want the small pill, then the big one byte for byte", len(dl))
+	}
+	if processed[0] != "after" {
+		t.Fatalf("processed %v; want the record after the pills", processed)
+	}
+}
+
+// TestIntegrationDeadLetterTopicDeleted: a dead-letter topic deleted while
+// the consumer runs is created again by the next letter's write, and Stats
+// says so meanwhile. (Before: its readiness was cached for the consumer's
+// life, and the letter failed with UNKNOWN_TOPIC_OR_PARTITION forever.)
+func TestIntegrationDeadLetterTopicDeleted(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "deleted", 1)
+	prod := manualProducer(t, c)
+	produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{0xfe}})
+	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil },
+		func(cfg *consumer.Config[string, string]) { cfg.DeadLetter.Retry = backoff.Fixed(200 * time.Millisecond) })
+	stop := runConsumer(t, cons)
+	waitFor(t, 30*time.Second, "the first pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.DeleteTopic(ctx, topic+".dlq"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the topic gone", func() bool {
+		td, err := adm.ListTopics(ctx, topic+".dlq")
+		return err == nil && (len(td) == 0 || td[topic+".dlq"].Err != nil)
+	})
+	produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{0xfd}}, &kgo.Record{Topic: topic, Value: []byte("after")})
+	waitFor(t, 90*time.Second, "the second pill dead-lettered into the topic made again", func() bool {
+		s := cons.Stats()
+		return s.DeadLettered == 2 && s.Processed == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := cons.Stats(); len(s.DeadLetterTopics) != 1 || !s.DeadLetterTopics[0].Ready {
+		t.Fatalf("DeadLetterTopics %+v; want the topic ready again", s.DeadLetterTopics)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 1 || !bytes.Equal(dl[0].Value, []byte{0xfd}) {
+		t.Fatalf("the topic made again holds %d records; want the second pill", len(dl))
+	}
+}
+
+// TestIntegrationRetryTopicsSourceGrows: a source topic grown from 1 to 2
+// partitions after its tiers exist: the tiers grow with it (the consumer
+// created them), and a record of the new partition that fails once goes
+// through the tier and is processed. (Before: it was forwarded by key into
+// tier partition 0, rejected there as "not a retry-tier record" and
+// dead-lettered.)
+func TestIntegrationRetryTopicsSourceGrows(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "grow", 1)
+	prod := manualProducer(t, c)
+	var mu sync.Mutex
+	tries := map[string]int{}
+	done := map[string]bool{}
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if tries[r.Value]++; tries[r.Value] == 1 {
+			return failure.Transient(errors.New("flaky once"))
+		}
+		done[r.Value] = true
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.Key = nil
+		cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{50 * time.Millisecond}}
+		cfg.Policy.Process.Transient = consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.RetryTopic}
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+	})
+	stop := runConsumer(t, cons)
+	produce(t, prod, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k0"), Value: []byte("p0")})
+	waitFor(t, 30*time.Second, "p0 through the tier", func() bool { mu.Lock(); defer mu.Unlock(); return done["p0"] })
+
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.CreatePartitions(ctx, 1, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the second partition", func() bool {
+		td, err := adm.ListTopics(ctx, topic)
+		return err == nil && len(td[topic].Partitions) == 2
+	})
+	prod = manualProducer(t, c) // metadata with the new partition
+	var recs []*kgo.Record
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: 1, Key: []byte(k), Value: []byte("p1-" + k)})
+	}
+	produce(t, prod, recs...)
+	waitFor(t, 60*time.Second, "the records of the new partition through the tier", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range recs {
+			if !done[string(r.Value)] {
+				return false
+			}
+		}
+		return true
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := cons.Stats()
+	if s.DeadLettered != 0 {
+		t.Fatalf("%d records dead-lettered; want none", s.DeadLettered)
+	}
+	tier := consumer.RetryTopics{}.TierTopic(topic, "", 50*time.Millisecond)
+	td, err := adm.ListTopics(ctx, tier)
+	if err != nil || len(td[tier].Partitions) != 2 {
+		t.Fatalf("tier %s: %v, %d partitions; want 2", tier, err, len(td[tier].Partitions))
+	}
+}
