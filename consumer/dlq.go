@@ -114,9 +114,9 @@ type dlqTopic struct {
 	// first produced to it (see batchMax), sideSized the side client's.
 	sized, sideSized int32
 	id               kadm.TopicID // its topic id, when ready
-	err      error // why it is not ready
-	checked  time.Time
-	tier     bool // a retry tier, not a dead-letter topic
+	err              error        // why it is not ready
+	checked          time.Time
+	tier             bool // a retry tier, not a dead-letter topic
 }
 
 // what names the kind of topic, for errors and logs.

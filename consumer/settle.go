@@ -45,7 +45,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		first = time.Now()
 	}
 	saved := o.saved // a durable entry exists for rec
-	savedAt := 0      // the attempts it holds, when saved here
+	savedAt := 0     // the attempts it holds, when saved here
 	defer func() {
 		// Settled: the entry goes. Stopping (revoked, shut down, halted):
 		// it stays, and the next owner goes on counting.

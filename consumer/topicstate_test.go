@@ -90,7 +90,9 @@ func TestIntegrationDeadLetterTopicDeleted(t *testing.T) {
 	prod := manualProducer(t, c)
 	produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{0xfe}})
 	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil },
-		func(cfg *consumer.Config[string, string]) { cfg.DeadLetter.Retry = backoff.Fixed(200 * time.Millisecond) })
+		func(cfg *consumer.Config[string, string]) {
+			cfg.DeadLetter.Retry = backoff.Fixed(200 * time.Millisecond)
+		})
 	stop := runConsumer(t, cons)
 	waitFor(t, 30*time.Second, "the first pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
 	adm := kadm.NewClient(c.Client(t))
