@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/antidote-kafka/antidote/backoff"
-	"github.com/antidote-kafka/antidote/internal/srtest"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/sreg"
 	"github.com/antidote-kafka/antidote/serde"
 	"github.com/antidote-kafka/antidote/serde/avro"
 )
@@ -71,7 +71,7 @@ var registryDep = depText{
 // demoAvro is the Avro side of a demo run.
 type demoAvro struct {
 	topic string
-	sreg  *srtest.Registry
+	sreg  *sreg.Registry
 	// reg is the consumer's client of the registry. Its requests go through
 	// registryTransport, which counts them.
 	reg      *avro.Registry
@@ -89,7 +89,7 @@ type demoAvro struct {
 
 // newDemoAvro starts the in-process registry and registers the schemas.
 func newDemoAvro(ctx context.Context, topic string, timeout time.Duration, logger *slog.Logger) (*demoAvro, error) {
-	sreg, err := srtest.Start()
+	sreg, err := sreg.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting the in-process schema registry: %w", err)
 	}
