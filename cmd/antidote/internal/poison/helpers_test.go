@@ -8,7 +8,7 @@ import (
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
 )
 
-// tree is the commands these tests run: poison, and those its tests also use.
+// tree is the commands these tests run: poison alone.
 func tree() []*cobra.Command { return []*cobra.Command{NewCommand()} }
 
 // runCmd runs the command line and returns its exit code, stdout and stderr.

@@ -9,7 +9,7 @@ import (
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
 )
 
-// tree is the commands these tests run: ui, and those its tests also use.
+// tree is the commands these tests run: ui alone.
 func tree() []*cobra.Command { return []*cobra.Command{NewCommand()} }
 
 // runContext runs the command line under ctx and returns its exit code.
