@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/dlq"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
 )
 
@@ -26,20 +28,13 @@ func unsecuredJWT(sub string) string {
 	return enc([]byte(`{"alg":"none"}`)) + "." + enc(fmt.Appendf(nil, `{"sub":%q,"iat":%d,"exp":%d}`, sub, now, now+3600)) + "."
 }
 
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // stats runs dlq stats and returns the total, failing t on an error.
 func statsTotal(t *testing.T, args ...string) int {
 	t.Helper()
 	code, out, errOut := runCmd(t, append([]string{"dlq", "stats", "-o", "json", "--timeout", "15s"}, args...)...)
-	var st dlqStats
+	var st struct {
+		Total int `json:"total"`
+	}
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
 		t.Fatalf("stats %v: exit %d\n%s%s", args, code, out, errOut)
 	}
@@ -48,16 +43,16 @@ func statsTotal(t *testing.T, args ...string) int {
 
 // TLS and every SASL mechanism against the real broker's SASL_SSL listener.
 func TestIntegrationDLQSecured(t *testing.T) {
-	for _, k := range []string{EnvBrokers, EnvKafkaBrokers, EnvConfig, EnvContext, EnvSASLUsername, EnvSASLPassword, EnvSASLToken} {
+	for _, k := range []string{cli.EnvBrokers, cli.EnvKafkaBrokers, cli.EnvConfig, cli.EnvContext, cli.EnvSASLUsername, cli.EnvSASLPassword, cli.EnvSASLToken} {
 		t.Setenv(k, "")
 	}
 	sec := kafkatest.SecuredListener(t)
 	c := kafkatest.New(t)
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	dlq, src := c.Topic(t, "orders.dlq", 1), c.Topic(t, "orders", 1)
-	produceLetters(t, cl, dlq, src, 0, 25)
+	clitest.ProduceLetters(t, cl, dlq, src, 0, 25)
 	sasl := strings.Join(sec.Brokers, ",")
-	t.Setenv(EnvSASLPassword, sec.Password)
+	t.Setenv(cli.EnvSASLPassword, sec.Password)
 	base := []string{"--topic", dlq, "--brokers", sasl, "--tls-ca", sec.CAFile, "--sasl-username", sec.Username}
 	for _, m := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
 		if n := statsTotal(t, append(base, "--sasl-mechanism", m)...); n != 25 {
@@ -65,7 +60,7 @@ func TestIntegrationDLQSecured(t *testing.T) {
 		}
 	}
 	// OAUTHBEARER, the token from a file.
-	tok := writeFile(t, "token", unsecuredJWT(sec.Username))
+	tok := clitest.WriteFile(t, "token", unsecuredJWT(sec.Username))
 	if n := statsTotal(t, "--topic", dlq, "--brokers", sasl, "--tls-ca", sec.CAFile, "--sasl-mechanism", "OAUTHBEARER", "--sasl-token-file", tok); n != 25 {
 		t.Errorf("OAUTHBEARER: %d letters", n)
 	}
@@ -77,8 +72,8 @@ func TestIntegrationDLQSecured(t *testing.T) {
 	}
 	// A config file context, with the password in a file, and a redrive
 	// through it.
-	pw := writeFile(t, "password", sec.Password+"\n")
-	cfg := writeFile(t, "config.yaml", fmt.Sprintf(`current-context: secured
+	pw := clitest.WriteFile(t, "password", sec.Password+"\n")
+	cfg := clitest.WriteFile(t, "config.yaml", fmt.Sprintf(`current-context: secured
 contexts:
   secured:
     brokers: [%s]
@@ -92,7 +87,7 @@ contexts:
   other:
     brokers: [127.0.0.1:1]
 `, sasl, dlq, sec.CAFile, sec.Username, pw))
-	t.Setenv(EnvSASLPassword, "")
+	t.Setenv(cli.EnvSASLPassword, "")
 	if n := statsTotal(t, "--config", cfg); n != 25 {
 		t.Errorf("context: %d letters", n)
 	}
@@ -101,12 +96,12 @@ contexts:
 		t.Errorf("redrive through the context: exit %d\n%s%s", code, out, errOut)
 	}
 	// Failures: one line each, naming the cause.
-	t.Setenv(EnvSASLPassword, "wrong")
+	t.Setenv(cli.EnvSASLPassword, "wrong")
 	code, _, errOut = runCmd(t, append(base, "dlq", "stats", "--sasl-mechanism", "SCRAM-SHA-256", "--timeout", "10s")...)
-	checkOneLineError(t, code, exitFailure, errOut, "login to Kafka at "+sasl+" was refused")
-	t.Setenv(EnvSASLPassword, sec.Password)
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "login to Kafka at "+sasl+" was refused")
+	t.Setenv(cli.EnvSASLPassword, sec.Password)
 	code, _, errOut = runCmd(t, "dlq", "stats", "--topic", dlq, "--brokers", sasl, "--tls", "--sasl-mechanism", "PLAIN", "--sasl-username", sec.Username, "--timeout", "10s")
-	checkOneLineError(t, code, exitFailure, errOut, "TLS with Kafka at "+sasl+" failed")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "TLS with Kafka at "+sasl+" failed")
 	code, _, errOut = runCmd(t, "dlq", "stats", "--topic", dlq, "--brokers", sasl, "--tls-insecure-skip-verify", "--sasl-mechanism", "PLAIN", "--sasl-username", sec.Username, "--timeout", "10s")
 	if code != 0 || !strings.Contains(errOut, "WARNING: TLS certificate verification is OFF") {
 		t.Errorf("skip-verify: exit %d, stderr %q", code, errOut)
@@ -114,7 +109,7 @@ contexts:
 }
 
 func TestConnConfig(t *testing.T) {
-	for _, k := range []string{EnvBrokers, EnvKafkaBrokers, EnvConfig, EnvContext, EnvSASLUsername, EnvSASLPassword, EnvSASLToken, envDLQTopic} {
+	for _, k := range []string{cli.EnvBrokers, cli.EnvKafkaBrokers, cli.EnvConfig, cli.EnvContext, cli.EnvSASLUsername, cli.EnvSASLPassword, cli.EnvSASLToken, dlq.EnvTopic} {
 		t.Setenv(k, "")
 	}
 	c := kafkatest.New(t)
@@ -123,8 +118,8 @@ func TestConnConfig(t *testing.T) {
 	}
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	dlq, src := c.Topic(t, "orders.dlq", 1), c.Topic(t, "orders", 1)
-	produceLetters(t, cl, dlq, src, 0, 3)
-	cfg := writeFile(t, "config.yaml", fmt.Sprintf(`current-context: dev
+	clitest.ProduceLetters(t, cl, dlq, src, 0, 3)
+	cfg := clitest.WriteFile(t, "config.yaml", fmt.Sprintf(`current-context: dev
 contexts:
   dev:
     brokers: [%s]
@@ -132,29 +127,29 @@ contexts:
   dead:
     brokers: [127.0.0.1:1]
 `, c.Brokers()[0], dlq))
-	t.Setenv(EnvConfig, cfg)
+	t.Setenv(cli.EnvConfig, cfg)
 	// The current context's brokers and topic.
 	if n := statsTotal(t); n != 3 {
 		t.Errorf("current context: %d letters", n)
 	}
 	// The demo does not go to the current context by itself.
-	if c, err := resolveConn(demoCmdForTest(t)); err != nil || c.context != "" {
-		t.Errorf("demo: context %q, %v", c.context, err)
+	if c, err := cli.ResolveConn(demoCmdForTest(t)); err != nil || c.Context != "" {
+		t.Errorf("demo: context %q, %v", c.Context, err)
 	}
 	// --context, and the environment over the context.
 	code, _, errOut := runCmd(t, "dlq", "stats", "--context", "dead", "--topic", dlq, "--timeout", "2s")
-	checkOneLineError(t, code, exitFailure, errOut, "127.0.0.1:1")
-	t.Setenv(EnvKafkaBrokers, c.Brokers()[0])
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "127.0.0.1:1")
+	t.Setenv(cli.EnvKafkaBrokers, c.Brokers()[0])
 	if n := statsTotal(t, "--context", "dead", "--topic", dlq); n != 3 {
-		t.Errorf("%s over the context: %d letters", EnvKafkaBrokers, n)
+		t.Errorf("%s over the context: %d letters", cli.EnvKafkaBrokers, n)
 	}
-	t.Setenv(EnvKafkaBrokers, "")
-	t.Setenv(EnvContext, "dead")
+	t.Setenv(cli.EnvKafkaBrokers, "")
+	t.Setenv(cli.EnvContext, "dead")
 	if n := statsTotal(t, "--brokers", c.Brokers()[0], "--topic", dlq); n != 3 {
 		t.Errorf("--brokers over the context: %d letters", n)
 	}
-	t.Setenv(EnvContext, "")
-	bad := writeFile(t, "bad.yaml", "contexts:\n  dev:\n    brokers: [a:1]\n    bootstrap: [b:2]\n")
+	t.Setenv(cli.EnvContext, "")
+	bad := clitest.WriteFile(t, "bad.yaml", "contexts:\n  dev:\n    brokers: [a:1]\n    bootstrap: [b:2]\n")
 	for _, tc := range []struct {
 		args     []string
 		contains string
@@ -171,13 +166,13 @@ contexts:
 		{[]string{"--tls-ca", cfg}, "no PEM certificate"},
 	} {
 		code, _, errOut := runCmd(t, append([]string{"dlq", "stats"}, tc.args...)...)
-		checkOneLineError(t, code, exitUsage, errOut, tc.contains)
+		clitest.CheckOneLineError(t, code, cli.ExitUsage, errOut, tc.contains)
 	}
 	// AWS MSK IAM takes the credentials of the environment.
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	s := saslConfig{Mechanism: "AWS_MSK_IAM"}
-	if m, err := s.mechanism(); err != nil || m.Name() != "AWS_MSK_IAM" {
+	s := cli.SASLConfig{Mechanism: "AWS_MSK_IAM"}
+	if m, err := s.Auth(); err != nil || m.Name() != "AWS_MSK_IAM" {
 		t.Errorf("AWS_MSK_IAM: %v, %v", m, err)
 	}
 }
@@ -185,8 +180,8 @@ contexts:
 // A broker address that accepts connections and never answers: the
 // command says it is waiting, then fails within --timeout, naming it.
 func TestBlackHoleBroker(t *testing.T) {
-	t.Setenv(EnvBrokers, "")
-	t.Setenv(EnvConfig, "")
+	t.Setenv(cli.EnvBrokers, "")
+	t.Setenv(cli.EnvConfig, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +201,7 @@ func TestBlackHoleBroker(t *testing.T) {
 	code, _, errOut := runCmd(t, "dlq", "ls", "--topic", "t", "--brokers", addr, "--timeout", "6s")
 	t.Logf("black hole: exit %d after %v", code, time.Since(start))
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if code != exitFailure || len(lines) != 2 || !strings.Contains(lines[0], "no answer yet from "+addr) ||
+	if code != cli.ExitFailure || len(lines) != 2 || !strings.Contains(lines[0], "no answer yet from "+addr) ||
 		!strings.Contains(lines[1], "cannot reach Kafka at "+addr+" within 6s") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}

@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/poison"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
 )
 
 // runCmd runs the command line and returns its exit code, stdout and stderr.
@@ -14,81 +19,50 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// checkOneLineError checks the error contract: exit code, a first line
-// starting with "antidote:", at most a --help hint after it, no stack trace.
-func checkOneLineError(t *testing.T, code, want int, stderr, contains string) {
-	t.Helper()
-	if code != want {
-		t.Errorf("exit code %d, want %d (stderr %q)", code, want, stderr)
-	}
-	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
-	if !strings.HasPrefix(lines[0], "antidote: ") {
-		t.Errorf("stderr does not start with 'antidote: ': %q", stderr)
-	}
-	if !strings.Contains(lines[0], contains) {
-		t.Errorf("stderr %q does not contain %q", lines[0], contains)
-	}
-	wantLines := 1
-	if want == exitUsage {
-		wantLines = 2
-		if !strings.Contains(lines[len(lines)-1], "--help") {
-			t.Errorf("usage error without a --help hint: %q", stderr)
-		}
-	}
-	if len(lines) != wantLines {
-		t.Errorf("stderr has %d lines, want %d: %q", len(lines), wantLines, stderr)
-	}
-	for _, bad := range []string{"goroutine ", "panic", ".go:"} {
-		if strings.Contains(stderr, bad) {
-			t.Errorf("stderr looks like a stack trace (%q): %q", bad, stderr)
-		}
-	}
-}
-
 func TestBadInput(t *testing.T) {
-	t.Setenv(EnvBrokers, "")
+	t.Setenv(cli.EnvBrokers, "")
 	for _, tc := range []struct {
 		name     string
 		args     []string
 		code     int
 		contains string
 	}{
-		{"unknown command", []string{"nope"}, exitUsage, `unknown command "nope"`},
-		{"unknown command suggestion", []string{"poisn"}, exitUsage, "(did you mean poison?)"},
-		{"unknown flag", []string{"demo", "--nope"}, exitUsage, "unknown flag: --nope"},
-		{"bad flag value", []string{"demo", "--records", "many"}, exitUsage, `invalid argument "many"`},
-		{"bad output", []string{"-o", "xml", "demo"}, exitUsage, `--output "xml": must be table, wide, json or yaml`},
-		{"bad timeout", []string{"poison", "--timeout", "0s", "--topic", "t", "--kind", "empty"}, exitUsage, "--timeout 0s"},
-		{"extra argument", []string{"demo", "extra"}, exitUsage, `unknown command "extra"`},
-		{"too few records", []string{"demo", "--records", "5"}, exitUsage, "--records 5"},
-		{"missing topic flag", []string{"poison", "--kind", "garbage"}, exitUsage, `required flag(s) "topic" not set`},
-		{"unknown kind", []string{"poison", "--topic", "t", "--kind", "bogus"}, exitUsage, "one of garbage, empty, huge, no-magic, unknown-schema, truncated-avro, bad-json, wrong-shape-json"},
-		{"size without huge", []string{"poison", "--topic", "t", "--kind", "garbage", "--size", "10"}, exitUsage, "--size applies only to --kind huge"},
-		{"poison argument", []string{"poison", "x", "--topic", "t", "--kind", "garbage"}, exitUsage, `unknown command "x"`},
-		{"unreachable broker", []string{"poison", "--brokers", "127.0.0.1:1", "--timeout", "2s", "--topic", "t", "--kind", "garbage"}, exitFailure, "cannot reach Kafka at 127.0.0.1:1 within 2s"},
-		{"unreachable broker demo", []string{"demo", "--brokers", "127.0.0.1:1", "--timeout", "2s"}, exitFailure, "cannot reach Kafka at 127.0.0.1:1 within 2s"},
+		{"unknown command", []string{"nope"}, cli.ExitUsage, `unknown command "nope"`},
+		{"unknown command suggestion", []string{"poisn"}, cli.ExitUsage, "(did you mean poison?)"},
+		{"unknown flag", []string{"demo", "--nope"}, cli.ExitUsage, "unknown flag: --nope"},
+		{"bad flag value", []string{"demo", "--records", "many"}, cli.ExitUsage, `invalid argument "many"`},
+		{"bad output", []string{"-o", "xml", "demo"}, cli.ExitUsage, `--output "xml": must be table, wide, json or yaml`},
+		{"bad timeout", []string{"poison", "--timeout", "0s", "--topic", "t", "--kind", "empty"}, cli.ExitUsage, "--timeout 0s"},
+		{"extra argument", []string{"demo", "extra"}, cli.ExitUsage, `unknown command "extra"`},
+		{"too few records", []string{"demo", "--records", "5"}, cli.ExitUsage, "--records 5"},
+		{"missing topic flag", []string{"poison", "--kind", "garbage"}, cli.ExitUsage, `required flag(s) "topic" not set`},
+		{"unknown kind", []string{"poison", "--topic", "t", "--kind", "bogus"}, cli.ExitUsage, "one of garbage, empty, huge, no-magic, unknown-schema, truncated-avro, bad-json, wrong-shape-json"},
+		{"size without huge", []string{"poison", "--topic", "t", "--kind", "garbage", "--size", "10"}, cli.ExitUsage, "--size applies only to --kind huge"},
+		{"poison argument", []string{"poison", "x", "--topic", "t", "--kind", "garbage"}, cli.ExitUsage, `unknown command "x"`},
+		{"unreachable broker", []string{"poison", "--brokers", "127.0.0.1:1", "--timeout", "2s", "--topic", "t", "--kind", "garbage"}, cli.ExitFailure, "cannot reach Kafka at 127.0.0.1:1 within 2s"},
+		{"unreachable broker demo", []string{"demo", "--brokers", "127.0.0.1:1", "--timeout", "2s"}, cli.ExitFailure, "cannot reach Kafka at 127.0.0.1:1 within 2s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCmd(t, tc.args...)
-			checkOneLineError(t, code, tc.code, stderr, tc.contains)
+			clitest.CheckOneLineError(t, code, tc.code, stderr, tc.contains)
 		})
 	}
 }
 
 func TestBrokersFromEnvironment(t *testing.T) {
-	t.Setenv(EnvBrokers, "127.0.0.1:1")
+	t.Setenv(cli.EnvBrokers, "127.0.0.1:1")
 	code, _, stderr := runCmd(t, "poison", "--timeout", "1s", "--topic", "t", "--kind", "empty")
-	checkOneLineError(t, code, exitFailure, stderr, "127.0.0.1:1")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, stderr, "127.0.0.1:1")
 
 	// The flag wins over the environment.
 	code, _, stderr = runCmd(t, "poison", "--brokers", "127.0.0.1:2", "--timeout", "1s", "--topic", "t", "--kind", "empty")
-	checkOneLineError(t, code, exitFailure, stderr, "127.0.0.1:2")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, stderr, "127.0.0.1:2")
 }
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"poison", "--help"}, {}} {
 		code, stdout, stderr := runCmd(t, args...)
-		if code != exitOK || stderr != "" {
+		if code != cli.ExitOK || stderr != "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 		if !strings.Contains(stdout, "Usage:") {
@@ -96,25 +70,40 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	_, stdout, _ := runCmd(t, "poison", "--help")
-	for _, k := range poisonKindNames() {
+	for _, k := range poison.KindNames() {
 		if !strings.Contains(stdout, k) {
 			t.Errorf("poison --help does not list kind %s", k)
 		}
 	}
 }
 
-func TestOneLine(t *testing.T) {
-	for in, want := range map[string]string{
-		"a\nb": "a b",
-		"unknown command \"dem\" for \"antidote\"\n\nDid you mean this?\n\tdemo\n": `unknown command "dem" for "antidote" (did you mean demo?)`,
-		"  spaced   out ": "spaced out",
+func TestCompletion(t *testing.T) {
+	t.Setenv(cli.EnvBrokers, "")
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "complete-me.dlq", 1)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"dlq", "ls", "--stage", ""}, []string{"deserialize-value", "process", "VALUE_CONVERTER"}},
+		{[]string{"dlq", "stats", "--class", ""}, []string{"permanent", "transient", "unclassified"}},
+		{[]string{"demo", "--format", ""}, []string{"json", "avro"}},
+		{[]string{"-o", ""}, []string{"wide", "yaml"}},
+		{[]string{"dlq", "ls", "--sasl-mechanism", ""}, []string{"SCRAM-SHA-512", "OAUTHBEARER"}},
+		{[]string{"dlq", "ls", "--brokers", strings.Join(c.Brokers(), ","), "--topic", "complete-me"}, []string{topic}},
 	} {
-		if got := oneLine(errString(in)); got != want {
-			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		code, out, errOut := runCmd(t, append([]string{"__complete"}, tc.args...)...)
+		for _, w := range tc.want {
+			if code != 0 || !strings.Contains(out, w+"\n") {
+				t.Errorf("complete %v: exit %d, %q lacks %q (%s)", tc.args, code, out, w, errOut)
+			}
 		}
 	}
 }
 
-type errString string
-
-func (e errString) Error() string { return string(e) }
+func TestVersion(t *testing.T) {
+	code, out, _ := runCmd(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "antidote ") || !strings.Contains(out, "go1.") {
+		t.Errorf("--version: exit %d, %q", code, out)
+	}
+}

@@ -12,7 +12,9 @@
 // call [Registry.RequireKill]). [Python] and [Registry.NewProducer] give
 // tests a foreign producer: Python's confluent-kafka and its serializers.
 //
-// [Start] starts the in-process registry outside tests (antidote demo).
+// [Start] starts the in-process registry whatever [EnvURL] says. (antidote
+// demo does not use this package, which imports testing: its registry is
+// cmd/antidote/internal/sreg.)
 package srtest
 
 import (
@@ -77,10 +79,9 @@ func New(t testing.TB) *Registry {
 	return r
 }
 
-// Start starts an in-process registry, whatever [EnvURL] says, for code
-// that is not a test (antidote demo). Faults, [Registry.Stop] and
-// [Registry.Restart] work as in tests; the caller stops it with
-// [Registry.Stop].
+// Start starts an in-process registry, whatever [EnvURL] says. Faults,
+// [Registry.Stop] and [Registry.Restart] work as with [New]; the caller
+// stops it with [Registry.Stop].
 func Start() (*Registry, error) {
 	r := &Registry{fake: srfake.NewRegistry()}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

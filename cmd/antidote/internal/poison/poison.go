@@ -1,0 +1,339 @@
+// Package poison is antidote poison: the poison pills of every kind, and
+// the command that produces them to a topic.
+package poison
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/serde/avro"
+)
+
+// poisonKind is one kind of poison pill.
+type poisonKind struct {
+	name string
+	help string
+	// value returns the i-th pill (0-based). It is deterministic, so that
+	// tests can check what was written.
+	value func(i, size int) []byte
+}
+
+// poisonHeader names the kind of each pill, so that pills can be told from
+// real records downstream.
+const poisonHeader = "x-antidote-poison"
+
+// UnknownSchemaID is a Confluent schema id no registry hands out in
+// practice: the largest positive int32.
+const UnknownSchemaID = 0x7fffffff
+
+// AvroBody is a small Avro binary record {id: long 42, name: string
+// "poison"}, as a producer without a schema registry writes it.
+var AvroBody = []byte{0x54, 0x0c, 'p', 'o', 'i', 's', 'o', 'n'}
+
+// ConfluentFrame prefixes body with the Confluent wire format: the 0x00
+// magic byte and a 4-byte big-endian schema id.
+func ConfluentFrame(id int, body []byte) []byte {
+	return append(avro.AppendWire(make([]byte, 0, 5+len(body)), id), body...)
+}
+
+var badJSON = []string{
+	`{"id": 42, "customer": "c-0042", "amount_cents": 1250`, // cut
+	`{"id": 42, "customer": "c-0042",}`,                     // trailing comma
+	`{'id': 42, 'customer': 'c-0042'}`,                      // single quotes
+	`{"id": NaN}`,                                           // not JSON
+	`id=42,customer=c-0042`,                                 // not JSON at all
+}
+
+var wrongShapeJSON = []string{
+	`{"id": "abc", "customer": "c-0042", "amount_cents": 1250}`, // string into int
+	`[{"id": 42}, {"id": 43}]`,                                  // array, not object
+	`{"id": 42, "amount_cents": "12.50"}`,                       // string into int
+	`"order 42"`,                                                // a string
+	`{"id": {"value": 42}}`,                                     // object into int
+}
+
+var poisonKinds = []poisonKind{
+	{"garbage", "random binary bytes, as from a misconfigured producer", func(i, _ int) []byte {
+		r := rand.New(rand.NewPCG(uint64(i), 0x9e3779b97f4a7c15))
+		b := make([]byte, 16+r.IntN(48))
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		b[0] = 0xff // never a valid JSON or Confluent-framed start
+		return b
+	}},
+	{"empty", "a zero-length (non-null) value", func(int, int) []byte { return []byte{} }},
+	{"huge", "a valid JSON document of --size bytes", func(_, size int) []byte {
+		const head, tail = `{"id":42,"payload":"`, `"}`
+		n := max(size, len(head)+len(tail))
+		b := make([]byte, n)
+		copy(b, head)
+		for j := len(head); j < n-len(tail); j++ {
+			b[j] = 'x'
+		}
+		copy(b[n-len(tail):], tail)
+		return b
+	}},
+	{"no-magic", "an Avro body without the Confluent 0x00 magic byte and schema id", func(int, int) []byte {
+		return slices.Clone(AvroBody)
+	}},
+	{"unknown-schema", "Confluent framing with schema id 2147483647, which no registry knows", func(int, int) []byte {
+		return ConfluentFrame(UnknownSchemaID, AvroBody)
+	}},
+	{"truncated-avro", "Confluent framing (schema id 1) with an Avro body cut short", func(int, int) []byte {
+		// id 42, then a string that claims 100 bytes and has 3.
+		return ConfluentFrame(1, []byte{0x54, 0xc8, 0x01, 'p', 'o', 'i'})
+	}},
+	{"bad-json", "malformed JSON: cut, trailing comma, single quotes, NaN, key=value", func(i, _ int) []byte {
+		return []byte(badJSON[i%len(badJSON)])
+	}},
+	{"wrong-shape-json", "valid JSON of the wrong shape: string for int, array for object", func(i, _ int) []byte {
+		return []byte(wrongShapeJSON[i%len(wrongShapeJSON)])
+	}},
+	{"truncated-protobuf", "Confluent Protobuf framing (schema id 1, message index 0) with a body cut short", func(int, int) []byte {
+		// Field 1, length-delimited, claims 100 bytes and has 3.
+		return ConfluentFrame(1, []byte{0x00, 0x0a, 0x64, 'p', 'o', 'i'})
+	}},
+	{"bad-protobuf-indexes", "Confluent Protobuf framing (schema id 1) whose message-index array is cut short", func(int, int) []byte {
+		// The count says 2 indexes (zigzag 4); one follows, then nothing.
+		return ConfluentFrame(1, []byte{0x04, 0x02})
+	}},
+	{"framed-bad-json", "Confluent JSON Schema framing (schema id 1) around malformed JSON", func(i, _ int) []byte {
+		return ConfluentFrame(1, []byte(badJSON[i%len(badJSON)]))
+	}},
+	{"framed-wrong-shape-json", "Confluent JSON Schema framing (schema id 1) around a JSON array where a schema wants an object", func(int, int) []byte {
+		return ConfluentFrame(1, []byte(`[{"id": 42}, {"id": 43}]`))
+	}},
+}
+
+func findPoisonKind(name string) (poisonKind, bool) {
+	for _, k := range poisonKinds {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return poisonKind{}, false
+}
+
+func KindNames() []string {
+	names := make([]string, len(poisonKinds))
+	for i, k := range poisonKinds {
+		names[i] = k.name
+	}
+	return names
+}
+
+// defaultHugeSize stays under the broker's default message.max.bytes
+// (1 MiB plus batch overhead).
+const defaultHugeSize = 1000000
+
+// NewCommand builds antidote poison: poison pills of one kind, produced to
+// an existing topic.
+func NewCommand() *cobra.Command {
+	var (
+		topic     string
+		kind      string
+		count     int
+		partition int32
+		key       string
+		size      int
+	)
+	var kindsHelp strings.Builder
+	for _, k := range poisonKinds {
+		fmt.Fprintf(&kindsHelp, "  %-17s %s\n", k.name, k.help)
+	}
+	cmd := &cobra.Command{
+		Use:   "poison --topic TOPIC --kind KIND [--count N]",
+		Short: "Produce poison pills to a topic, to test a consumer",
+		Long: "Produce poison pills of one kind to an existing topic, so that you can see what\n" +
+			"your consumer does with them. The topic is never created.\n\nKinds:\n" + kindsHelp.String(),
+		Example: `  antidote poison --brokers localhost:9092 --topic orders --kind garbage --count 10
+  antidote poison --topic orders --kind unknown-schema --partition 0 --key order-42
+  antidote poison --topic orders --kind huge --size 500000 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			k, ok := findPoisonKind(kind)
+			if !ok {
+				return cli.Usagef("--kind %q: unknown kind; one of %s", kind, strings.Join(KindNames(), ", "))
+			}
+			if count < 1 {
+				return cli.Usagef("--count %d: must be at least 1", count)
+			}
+			if size < 1 {
+				return cli.Usagef("--size %d: must be positive", size)
+			}
+			if cmd.Flags().Changed("size") && k.name != "huge" {
+				return cli.Usagef("--size applies only to --kind huge")
+			}
+			if partition < -1 {
+				return cli.Usagef("--partition %d: must be 0 or more (or -1: let the partitioner choose)", partition)
+			}
+			var keyBytes []byte
+			if cmd.Flags().Changed("key") {
+				keyBytes = []byte(key)
+			}
+			g := cli.ReadGlobals(cmd)
+			res, err := producePoison(cmd.Context(), g, poisonRequest{
+				topic: topic, kind: k, count: count, partition: partition, key: keyBytes, size: size,
+			})
+			if err != nil {
+				return err
+			}
+			return printPoison(cmd.OutOrStdout(), g, res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&topic, "topic", "t", "", "topic to produce to (required; must exist)")
+	f.StringVarP(&kind, "kind", "k", "", "kind of poison pill (required): "+strings.Join(KindNames(), ", "))
+	f.IntVarP(&count, "count", "n", 1, "number of poison pills")
+	f.Int32VarP(&partition, "partition", "p", -1, "partition to produce to (-1: by key, or spread when there is no key)")
+	f.StringVar(&key, "key", "", "record key (default: no key)")
+	f.IntVar(&size, "size", defaultHugeSize, "value size in bytes, for --kind huge")
+	_ = cmd.MarkFlagRequired("topic")
+	_ = cmd.MarkFlagRequired("kind")
+	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(KindNames(), cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+type poisonRequest struct {
+	topic     string
+	kind      poisonKind
+	count     int
+	partition int32 // -1: partitioner
+	key       []byte
+	size      int
+}
+
+// poisonPartition is the offsets written to one partition.
+type poisonPartition struct {
+	Partition   int32 `json:"partition"`
+	Count       int   `json:"count"`
+	FirstOffset int64 `json:"first_offset"`
+	LastOffset  int64 `json:"last_offset"`
+}
+
+type poisonResult struct {
+	Brokers    []string          `json:"brokers"`
+	Topic      string            `json:"topic"`
+	Kind       string            `json:"kind"`
+	Count      int               `json:"count"`
+	Bytes      int64             `json:"bytes"`
+	Partitions []poisonPartition `json:"partitions"`
+}
+
+func producePoison(ctx context.Context, g cli.Globals, req poisonRequest) (*poisonResult, error) {
+	maxBytes := int32(max(req.size+4096, 1<<20))
+	part := kgo.RoundRobinPartitioner()
+	switch {
+	case req.partition >= 0:
+		part = kgo.ManualPartitioner()
+	case req.key != nil:
+		part = kgo.StickyKeyPartitioner(nil) // murmur2, as the Java client
+	}
+	cl, err := g.Dial(ctx,
+		kgo.RecordPartitioner(part),
+		kgo.ProducerBatchMaxBytes(maxBytes),
+		kgo.ProducerLinger(0),
+		// Pills go out as they are: a huge one stays huge on the wire.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordDeliveryTimeout(max(g.Timeout, 10*time.Second)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	parts, err := cli.TopicPartitions(ctx, kadm.NewClient(cl), g.Brokers, g.Timeout, req.topic)
+	if err != nil {
+		return nil, err
+	}
+	if req.partition >= parts {
+		return nil, fmt.Errorf("topic %q has %d partitions (0-%d); partition %d does not exist", req.topic, parts, parts-1, req.partition)
+	}
+
+	recs := make([]*kgo.Record, req.count)
+	res := &poisonResult{Brokers: g.Brokers, Topic: req.topic, Kind: req.kind.name, Count: req.count}
+	for i := range recs {
+		v := req.kind.value(i, req.size)
+		res.Bytes += int64(len(v))
+		recs[i] = &kgo.Record{
+			Topic: req.topic, Key: req.key, Value: v,
+			Partition: max(req.partition, 0),
+			Headers:   []kgo.RecordHeader{{Key: poisonHeader, Value: []byte(req.kind.name)}},
+		}
+	}
+	results := cl.ProduceSync(ctx, recs...)
+	if err := results.FirstErr(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		written := 0
+		for _, r := range results {
+			if r.Err == nil {
+				written++
+			}
+		}
+		hint := ""
+		if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+			hint = "; use a smaller --size, or raise the topic's max.message.bytes"
+		}
+		return nil, fmt.Errorf("produce to %q: %w (%d of %d written)%s", req.topic, err, written, req.count, hint)
+	}
+	byPart := map[int32]*poisonPartition{}
+	for _, r := range results {
+		p := byPart[r.Record.Partition]
+		if p == nil {
+			p = &poisonPartition{Partition: r.Record.Partition, FirstOffset: r.Record.Offset, LastOffset: r.Record.Offset}
+			byPart[r.Record.Partition] = p
+		}
+		p.Count++
+		p.FirstOffset = min(p.FirstOffset, r.Record.Offset)
+		p.LastOffset = max(p.LastOffset, r.Record.Offset)
+	}
+	for _, p := range byPart {
+		res.Partitions = append(res.Partitions, *p)
+	}
+	slices.SortFunc(res.Partitions, func(a, b poisonPartition) int { return int(a.Partition - b.Partition) })
+	return res, nil
+}
+
+func printPoison(w io.Writer, g cli.Globals, res *poisonResult) error {
+	if g.JSON() {
+		enc := json.NewEncoder(w)
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(w, "Produced %d %s poison pill(s) (%s) to %s on %s.\n\n", res.Count, res.Kind, humanBytes(res.Bytes), res.Topic, strings.Join(res.Brokers, ","))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tCOUNT\tOFFSETS")
+	for _, p := range res.Partitions {
+		offs := fmt.Sprint(p.FirstOffset)
+		if p.LastOffset != p.FirstOffset {
+			offs += "-" + fmt.Sprint(p.LastOffset)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\n", p.Partition, p.Count, offs)
+	}
+	return tw.Flush()
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

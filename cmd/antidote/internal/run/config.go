@@ -1,0 +1,768 @@
+package run
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/deadletter"
+)
+
+// runFile is the file of antidote run. Every key is documented in
+// examples/README.md; an unknown key is an error.
+type runFile struct {
+	// Kafka is the connection: the keys of a context of the antidote config
+	// file. Optional: without it, the command's connection (the flags, the
+	// environment, the --context of the config file).
+	Kafka *runKafka `yaml:"kafka"`
+	// Context names a context of the antidote config file to connect with.
+	Context string `yaml:"context"`
+	// SchemaRegistry serves the avro and json-schema formats.
+	SchemaRegistry *runRegistry `yaml:"schema-registry"`
+	// Log chooses the log format and level.
+	Log runLog `yaml:"log"`
+	// Admin serves the admin API and /metrics of every pipeline.
+	Admin *runAdmin `yaml:"admin"`
+	// Pipelines are the consumers. Required: at least one.
+	Pipelines []runPipeline `yaml:"pipelines"`
+}
+
+// runKafka has the keys of a context (connContext) but topic, which only
+// the dlq commands read.
+type runKafka struct {
+	Brokers []string        `yaml:"brokers"`
+	TLS     *cli.TLSConfig  `yaml:"tls"`
+	SASL    *cli.SASLConfig `yaml:"sasl"`
+}
+
+type runRegistry struct {
+	URL      string        `yaml:"url"`
+	Username string        `yaml:"username"`
+	Password string        `yaml:"password"`
+	CAFile   string        `yaml:"ca-file"`
+	Timeout  time.Duration `yaml:"timeout"`
+}
+
+type runLog struct {
+	Format string `yaml:"format"` // text (default) or json
+	Level  string `yaml:"level"`  // debug, info (default), warn, error
+}
+
+type runAdmin struct {
+	Address     string `yaml:"address"`
+	Token       string `yaml:"token"`
+	OpenReads   bool   `yaml:"open-reads"`
+	AllowRemote bool   `yaml:"allow-remote"`
+}
+
+type runPipeline struct {
+	Name           string          `yaml:"name"`
+	Topics         []string        `yaml:"topics"`
+	Group          string          `yaml:"group"`
+	GroupProtocol  string          `yaml:"group-protocol"`
+	Value          runCodec        `yaml:"value"`
+	Sink           runSink         `yaml:"sink"`
+	Policy         runPolicy       `yaml:"policy"`
+	DeadLetter     runDeadLetter   `yaml:"dead-letter"`
+	CommitInterval time.Duration   `yaml:"commit-interval"`
+	FloodGuard     *runFloodGuard  `yaml:"flood-guard"`
+	Buffer         runBuffer       `yaml:"buffer"`
+	Attempts       *runAttempts    `yaml:"durable-attempts"`
+	RetryTopics    *runRetryTopics `yaml:"retry-topics"`
+	Concurrency    *runConcurrency `yaml:"concurrency"`
+}
+
+// runRetryTopics are the delay tiers of the policy slots whose then is
+// retry-topics (consumer.RetryTopics).
+type runRetryTopics struct {
+	Tiers     []time.Duration `yaml:"tiers"`
+	Topic     string          `yaml:"topic"`
+	Then      string          `yaml:"then"` // after the last tier: dead-letter (default), skip, halt
+	Unordered bool            `yaml:"unordered"`
+	MaxParked int             `yaml:"max-parked"`
+}
+
+// runConcurrency is keyed concurrency (consumer.Concurrency).
+type runConcurrency struct {
+	Max        int   `yaml:"max"`
+	Unordered  bool  `yaml:"unordered"`
+	Ahead      int   `yaml:"ahead"`
+	AheadBytes int64 `yaml:"ahead-bytes"`
+}
+
+type runCodec struct {
+	Format     string     `yaml:"format"`
+	Stages     []runStage `yaml:"stages"`
+	SchemaFile string     `yaml:"schema-file"`
+}
+
+type runStage struct {
+	Type        string            `yaml:"type"`
+	MaxSize     int64             `yaml:"max-size"`
+	Keys        map[string]string `yaml:"keys"`
+	KeyIDHeader string            `yaml:"key-id-header"`
+}
+
+type runSink struct {
+	HTTP  *runHTTP      `yaml:"http"`
+	Kafka *runKafkaSink `yaml:"kafka"`
+}
+
+type runHTTP struct {
+	URL         string            `yaml:"url"`
+	Timeout     time.Duration     `yaml:"timeout"`
+	Concurrency int               `yaml:"concurrency"`
+	Headers     map[string]string `yaml:"headers"`
+	TLS         *cli.TLSConfig    `yaml:"tls"`
+}
+
+type runKafkaSink struct {
+	Topic string `yaml:"topic"`
+	Value string `yaml:"value"` // raw (default) or decoded
+}
+
+type runPolicy struct {
+	Deserialize runStagePolicy `yaml:"deserialize"`
+	Process     runStagePolicy `yaml:"process"`
+}
+
+type runStagePolicy struct {
+	Transient    *runOutcome `yaml:"transient"`
+	Permanent    *runOutcome `yaml:"permanent"`
+	Unclassified *runOutcome `yaml:"unclassified"`
+}
+
+type runOutcome struct {
+	Retry *runBackoff `yaml:"retry"`
+	Then  string      `yaml:"then"` // dead-letter, skip, halt
+}
+
+type runBackoff struct {
+	Initial    time.Duration `yaml:"initial"`
+	Multiplier float64       `yaml:"multiplier"`
+	Max        time.Duration `yaml:"max"`
+	Jitter     string        `yaml:"jitter"`   // full (default), equal, none
+	Attempts   int           `yaml:"attempts"` // tries in all, the first included; 0: no limit
+	MaxElapsed time.Duration `yaml:"max-elapsed"`
+}
+
+type runDeadLetter struct {
+	Topic        string        `yaml:"topic"`
+	Create       *bool         `yaml:"create"`
+	Unwritable   string        `yaml:"unwritable"` // wait (default), halt, skip
+	WriteTimeout time.Duration `yaml:"write-timeout"`
+}
+
+type runFloodGuard struct {
+	Disable bool    `yaml:"disable"`
+	Window  int     `yaml:"window"`
+	Share   float64 `yaml:"share"`
+	Min     int     `yaml:"min"`
+	Halt    bool    `yaml:"halt"`
+}
+
+type runBuffer struct {
+	PartitionRecords int   `yaml:"partition-records"`
+	PartitionBytes   int64 `yaml:"partition-bytes"`
+	TotalRecords     int   `yaml:"total-records"`
+	TotalBytes       int64 `yaml:"total-bytes"`
+}
+
+type runAttempts struct {
+	Disable bool   `yaml:"disable"`
+	Topic   string `yaml:"topic"`
+}
+
+// Formats and stages the file can name.
+var (
+	runFormats    = []string{"json", "string", "bytes", "avro", "json-schema"}
+	runStageTypes = []string{"gzip", "zstd", "aes-gcm"}
+	runActions    = []string{"dead-letter", "skip", "halt", "retry-topics"}
+	pipelineName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+)
+
+// Defaults of the HTTP sink.
+const (
+	defaultHTTPTimeout     = 10 * time.Second
+	defaultHTTPConcurrency = 64
+)
+
+// runPlan is a validated file: what antidote run will do, built without
+// connecting to anything.
+type runPlan struct {
+	file      string
+	doc       *yamlDoc
+	cfg       runFile
+	pipelines []*pipelinePlan
+}
+
+// pipelinePlan is one validated pipeline.
+type pipelinePlan struct {
+	index    int
+	path     string // "pipelines[0]"
+	cfg      *runPipeline
+	policy   consumer.Policy
+	dead     consumer.DeadLetterConfig
+	flood    consumer.FloodGuard
+	buffer   consumer.BufferLimits
+	attempts consumer.DurableAttempts
+	protocol consumer.GroupProtocol
+	retry    consumer.RetryTopics
+	conc     consumer.Concurrency
+	keys     map[int]map[string][]byte // aes-gcm keys by stage index
+	schema   string                    // the avro reader schema
+}
+
+// loadRunFile reads and validates the file of antidote run.
+func loadRunFile(path string) (*runPlan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, unwrapPath(err))
+	}
+	return parseRunFile(path, b, nil, nil)
+}
+
+// parseRunFile validates b, the contents of file. getenv and readFile
+// replace os.LookupEnv and os.ReadFile when set.
+func parseRunFile(file string, b []byte, getenv func(string) (string, bool), readFile func(string) ([]byte, error)) (*runPlan, error) {
+	p := &runPlan{file: file, doc: newYAMLDoc(file)}
+	if getenv != nil {
+		p.doc.getenv = getenv
+	}
+	if readFile != nil {
+		p.doc.readFile = readFile
+	}
+	if err := p.doc.decode(b, &p.cfg); err != nil {
+		return nil, err
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *runPlan) validate() error {
+	d, c := p.doc, &p.cfg
+	if c.Kafka != nil && c.Context != "" {
+		return d.errAt("context", "give the connection once: kafka or context, not both")
+	}
+	if c.Kafka != nil {
+		if len(c.Kafka.Brokers) == 0 {
+			return d.errAt("kafka.brokers", "required: the seed brokers, host:port")
+		}
+		for i, b := range c.Kafka.Brokers {
+			if err := checkHostPort(b); err != nil {
+				return d.errAt(fmt.Sprintf("kafka.brokers[%d]", i), "%v", err)
+			}
+		}
+		if s := c.Kafka.SASL; s != nil && s.Mechanism != "" {
+			if err := d.choice("kafka.sasl.mechanism", strings.ToUpper(s.Mechanism), cli.SASLMechanisms...); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Log.Format != "" {
+		if err := d.choice("log.format", c.Log.Format, "text", "json"); err != nil {
+			return err
+		}
+	}
+	if c.Log.Level != "" {
+		if err := d.choice("log.level", c.Log.Level, "debug", "info", "warn", "error"); err != nil {
+			return err
+		}
+	}
+	if a := c.Admin; a != nil {
+		if a.Address == "" {
+			return d.errAt("admin.address", "required: HOST:PORT, for example 127.0.0.1:9180")
+		}
+		if err := checkHostPort(a.Address); err != nil {
+			return d.errAt("admin.address", "%v", err)
+		}
+		host, _, _ := net.SplitHostPort(a.Address)
+		if ip := net.ParseIP(host); !a.AllowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return d.errAt("admin.address", "%q is not a loopback address: the admin API controls the consumers, so set allow-remote: true (and keep the token secret) to serve it there", a.Address)
+		}
+	}
+	if r := c.SchemaRegistry; r != nil {
+		if r.URL == "" {
+			return d.errAt("schema-registry.url", "required")
+		}
+		for i, u := range strings.Split(r.URL, ",") {
+			if err := checkURL(u); err != nil {
+				return d.errAt("schema-registry.url", "URL %d: %v", i+1, err)
+			}
+		}
+		if (r.Username == "") != (r.Password == "") {
+			return d.errAt("schema-registry.username", "username and password go together")
+		}
+		if r.Timeout < 0 {
+			return d.errAt("schema-registry.timeout", "negative")
+		}
+	}
+	if len(c.Pipelines) == 0 {
+		return d.errAt("pipelines", "required: at least one pipeline")
+	}
+	names := map[string]int{}
+	for i := range c.Pipelines {
+		pp, err := p.validatePipeline(i)
+		if err != nil {
+			return err
+		}
+		if j, dup := names[pp.cfg.Name]; dup {
+			return d.errAt(pp.path+".name", "%q is also the name of pipelines[%d]: names are unique", pp.cfg.Name, j)
+		}
+		names[pp.cfg.Name] = i
+		p.pipelines = append(p.pipelines, pp)
+	}
+	return nil
+}
+
+func (p *runPlan) validatePipeline(i int) (*pipelinePlan, error) {
+	d := p.doc
+	c := &p.cfg.Pipelines[i]
+	pp := &pipelinePlan{index: i, path: fmt.Sprintf("pipelines[%d]", i), cfg: c}
+	at := func(k string) string { return pp.path + "." + k }
+	if c.Name == "" {
+		return nil, d.errAt(at("name"), "required: a name for logs, metrics and the admin API")
+	}
+	if !pipelineName.MatchString(c.Name) {
+		return nil, d.errAt(at("name"), "%q: letters, digits, '.', '_' and '-' only, at most 64", cli.Safe(c.Name))
+	}
+	if len(c.Topics) == 0 {
+		return nil, d.errAt(at("topics"), "required: the topics to consume")
+	}
+	for j, t := range c.Topics {
+		if err := checkTopic(t); err != nil {
+			return nil, d.errAt(fmt.Sprintf("%s[%d]", at("topics"), j), "%v", err)
+		}
+	}
+	if c.Group == "" {
+		return nil, d.errAt(at("group"), "required: the consumer group")
+	}
+	switch c.GroupProtocol {
+	case "", "classic":
+		pp.protocol = consumer.GroupClassic
+	case "consumer":
+		pp.protocol = consumer.GroupConsumer
+	default:
+		return nil, d.choice(at("group-protocol"), c.GroupProtocol, "classic", "consumer")
+	}
+	if err := p.validateCodec(pp); err != nil {
+		return nil, err
+	}
+	if err := p.validateSink(pp); err != nil {
+		return nil, err
+	}
+	var err error
+	if pp.policy, err = p.policy(pp); err != nil {
+		return nil, err
+	}
+	if err := p.validateRetryTopics(pp); err != nil {
+		return nil, err
+	}
+	if cc := c.Concurrency; cc != nil {
+		switch {
+		case cc.Max < 1:
+			return nil, d.errAt(at("concurrency.max"), "at least 1 (1: one record at a time per partition)")
+		case cc.Ahead < 0:
+			return nil, d.errAt(at("concurrency.ahead"), "negative")
+		case cc.Ahead > 0 && cc.Ahead < cc.Max:
+			return nil, d.errAt(at("concurrency.ahead"), "%d: less than max (%d)", cc.Ahead, cc.Max)
+		case cc.AheadBytes < 0:
+			return nil, d.errAt(at("concurrency.ahead-bytes"), "negative")
+		}
+		pp.conc = consumer.Concurrency{Max: cc.Max, Unordered: cc.Unordered, Ahead: cc.Ahead, AheadBytes: cc.AheadBytes}
+	}
+	dl := c.DeadLetter
+	pp.dead.Topic = deadletter.Template(dl.Topic)
+	if err := pp.dead.Topic.Validate(); err != nil {
+		return nil, d.errAt(at("dead-letter.topic"), "%v", err)
+	}
+	if dl.Create != nil {
+		pp.dead.DisableTopicCreation = !*dl.Create
+	}
+	switch dl.Unwritable {
+	case "", "wait":
+		pp.dead.Unwritable = consumer.UnwritableWait
+	case "halt":
+		pp.dead.Unwritable = consumer.UnwritableHalt
+	case "skip":
+		pp.dead.Unwritable = consumer.UnwritableSkip
+	default:
+		return nil, d.choice(at("dead-letter.unwritable"), dl.Unwritable, "wait", "halt", "skip")
+	}
+	if dl.WriteTimeout < 0 {
+		return nil, d.errAt(at("dead-letter.write-timeout"), "negative")
+	}
+	pp.dead.WriteTimeout = dl.WriteTimeout
+	if c.CommitInterval < 0 || (c.CommitInterval > 0 && c.CommitInterval < 100*time.Millisecond) {
+		return nil, d.errAt(at("commit-interval"), "%v: at least 100ms", c.CommitInterval)
+	}
+	if g := c.FloodGuard; g != nil {
+		pp.flood = consumer.FloodGuard{Disable: g.Disable, Window: g.Window, Share: g.Share, Min: g.Min, Halt: g.Halt}
+		if g.Window < 0 {
+			return nil, d.errAt(at("flood-guard.window"), "negative")
+		}
+		if g.Min < 0 {
+			return nil, d.errAt(at("flood-guard.min"), "negative")
+		}
+		if g.Share < 0 || g.Share > 1 {
+			return nil, d.errAt(at("flood-guard.share"), "%v: a share from 0 to 1", g.Share)
+		}
+	}
+	b := c.Buffer
+	pp.buffer = consumer.BufferLimits{PartitionRecords: b.PartitionRecords, PartitionBytes: b.PartitionBytes, TotalRecords: b.TotalRecords, TotalBytes: b.TotalBytes}
+	for k, v := range map[string]int64{"partition-records": int64(b.PartitionRecords), "partition-bytes": b.PartitionBytes, "total-records": int64(b.TotalRecords), "total-bytes": b.TotalBytes} {
+		if v < 0 {
+			return nil, d.errAt(at("buffer."+k), "negative")
+		}
+	}
+	if a := c.Attempts; a != nil {
+		pp.attempts = consumer.DurableAttempts{Disable: a.Disable, Topic: deadletter.Template(a.Topic)}
+		if strings.Contains(a.Topic, "{topic}") {
+			return nil, d.errAt(at("durable-attempts.topic"), "one topic serves every source topic: use {group}, not {topic}")
+		}
+		if err := pp.attempts.Topic.Validate(); err != nil {
+			return nil, d.errAt(at("durable-attempts.topic"), "%v", err)
+		}
+	}
+	return pp, nil
+}
+
+func (p *runPlan) validateCodec(pp *pipelinePlan) error {
+	d, v := p.doc, &pp.cfg.Value
+	at := pp.path + ".value"
+	if v.Format == "" {
+		return d.errAt(at+".format", "required: one of %s", strings.Join(runFormats, ", "))
+	}
+	if v.Format == "protobuf" {
+		return d.errAt(at+".format", "protobuf needs the service's generated Go types, which antidote run does not have: use bytes (the raw Protobuf goes to the sink) or json-schema")
+	}
+	if err := d.choice(at+".format", v.Format, runFormats...); err != nil {
+		return err
+	}
+	needsRegistry := v.Format == "avro" || v.Format == "json-schema"
+	if needsRegistry && p.cfg.SchemaRegistry == nil {
+		return d.errAt(at+".format", "%s reads schemas from a registry: set schema-registry.url", v.Format)
+	}
+	if v.Format == "avro" {
+		if v.SchemaFile == "" {
+			return d.errAt(at+".schema-file", "required for avro: the reader schema (.avsc) the records are resolved to")
+		}
+		b, err := p.doc.readFile(p.rel(v.SchemaFile))
+		if err != nil {
+			return d.errAt(at+".schema-file", "%v", unwrapPath(err))
+		}
+		pp.schema = string(b)
+		if _, err := parseAvroSchema(pp.schema); err != nil {
+			return d.errAt(at+".schema-file", "%s: not an Avro schema: %v", v.SchemaFile, err)
+		}
+	} else if v.SchemaFile != "" {
+		return d.errAt(at+".schema-file", "only the avro format reads a schema file (%s takes its schemas from the records)", v.Format)
+	}
+	pp.keys = map[int]map[string][]byte{}
+	for i, s := range v.Stages {
+		sp := fmt.Sprintf("%s.stages[%d]", at, i)
+		if s.Type == "" {
+			return d.errAt(sp+".type", "required: one of %s", strings.Join(runStageTypes, ", "))
+		}
+		if err := d.choice(sp+".type", s.Type, runStageTypes...); err != nil {
+			return err
+		}
+		if s.MaxSize < 0 || (s.MaxSize > 0 && s.Type == "aes-gcm") {
+			return d.errAt(sp+".max-size", "the largest decompressed value, in bytes, of gzip and zstd (default 64 MiB)")
+		}
+		if s.Type != "aes-gcm" {
+			if len(s.Keys) > 0 || s.KeyIDHeader != "" {
+				return d.errAt(sp+".keys", "keys and key-id-header are keys of the aes-gcm stage")
+			}
+			continue
+		}
+		if len(s.Keys) == 0 {
+			return d.errAt(sp+".keys", "required: key id → the file holding the key (16, 24 or 32 bytes; raw, hex or base64)")
+		}
+		keys := map[string][]byte{}
+		for id, file := range s.Keys {
+			k, err := readAESKey(p.doc, p.rel(file))
+			if err != nil {
+				return d.errAt(sp+".keys."+id, "%v", err)
+			}
+			keys[id] = k
+		}
+		pp.keys[i] = keys
+	}
+	return nil
+}
+
+// rel resolves a path of the file relative to its folder.
+func (p *runPlan) rel(path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(p.doc.dir, path)
+}
+
+func (p *runPlan) validateSink(pp *pipelinePlan) error {
+	d, s := p.doc, &pp.cfg.Sink
+	at := pp.path + ".sink"
+	switch {
+	case s.HTTP == nil && s.Kafka == nil:
+		return d.errAt(at, "required: http or kafka")
+	case s.HTTP != nil && s.Kafka != nil:
+		return d.errAt(at+".kafka", "one sink per pipeline: http or kafka")
+	case s.HTTP != nil:
+		h := s.HTTP
+		if h.URL == "" {
+			return d.errAt(at+".http.url", "required")
+		}
+		if err := checkURL(h.URL); err != nil {
+			return d.errAt(at+".http.url", "%v", err)
+		}
+		if h.Timeout < 0 {
+			return d.errAt(at+".http.timeout", "negative")
+		}
+		if h.Concurrency < 0 {
+			return d.errAt(at+".http.concurrency", "negative")
+		}
+		for k, v := range h.Headers {
+			if !validHeaderName(k) {
+				return d.errAt(at+".http.headers."+k, "%q is not an HTTP header name", cli.Safe(k))
+			}
+			if !validHeaderValue(v) {
+				return d.errAt(at+".http.headers."+k, "the value holds a control character")
+			}
+			if strings.HasPrefix(strings.ToLower(k), "antidote-") || strings.EqualFold(k, "Content-Type") {
+				return d.errAt(at+".http.headers."+k, "%s is set from each record (see the header mapping)", k)
+			}
+		}
+		if h.TLS != nil && strings.HasPrefix(h.URL, "http://") {
+			return d.errAt(at+".http.tls", "the URL is http://: TLS needs https://")
+		}
+	default:
+		k := s.Kafka
+		if k.Topic == "" {
+			return d.errAt(at+".kafka.topic", "required")
+		}
+		if err := checkTopic(k.Topic); err != nil {
+			return d.errAt(at+".kafka.topic", "%v", err)
+		}
+		for _, t := range pp.cfg.Topics {
+			if t == k.Topic {
+				return d.errAt(at+".kafka.topic", "%q is a source topic of this pipeline: forwarding to it would loop", k.Topic)
+			}
+		}
+		if k.Value != "" {
+			if err := d.choice(at+".kafka.value", k.Value, "raw", "decoded"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// policy maps the policy keys onto consumer.Policy.
+func (p *runPlan) policy(pp *pipelinePlan) (consumer.Policy, error) {
+	var pol consumer.Policy
+	stages := []struct {
+		name string
+		src  runStagePolicy
+		dst  *consumer.StagePolicy
+	}{{"deserialize", pp.cfg.Policy.Deserialize, &pol.Deserialize}, {"process", pp.cfg.Policy.Process, &pol.Process}}
+	for _, s := range stages {
+		slots := []struct {
+			name string
+			src  *runOutcome
+			dst  *consumer.Outcome
+		}{{"transient", s.src.Transient, &s.dst.Transient}, {"permanent", s.src.Permanent, &s.dst.Permanent}, {"unclassified", s.src.Unclassified, &s.dst.Unclassified}}
+		for _, slot := range slots {
+			if slot.src == nil {
+				continue
+			}
+			at := fmt.Sprintf("%s.policy.%s.%s", pp.path, s.name, slot.name)
+			o, err := p.outcome(at, slot.src)
+			if err != nil {
+				return pol, err
+			}
+			*slot.dst = o
+		}
+	}
+	return pol, nil
+}
+
+func (p *runPlan) outcome(at string, o *runOutcome) (consumer.Outcome, error) {
+	d := p.doc
+	var out consumer.Outcome
+	switch o.Then {
+	case "":
+	case "dead-letter":
+		out.Then = consumer.DeadLetter
+	case "skip":
+		out.Then = consumer.Skip
+	case "halt":
+		out.Then = consumer.Halt
+	case "retry-topics":
+		out.Then = consumer.RetryTopic
+	default:
+		return out, d.choice(at+".then", o.Then, runActions...)
+	}
+	if o.Retry == nil {
+		return out, nil
+	}
+	r := o.Retry
+	rp := at + ".retry"
+	if r.Attempts < 0 {
+		return out, d.errAt(rp+".attempts", "negative")
+	}
+	if r.Attempts == 1 {
+		if d.has(rp+".initial") || d.has(rp+".max") || d.has(rp+".multiplier") || d.has(rp+".jitter") || d.has(rp+".max-elapsed") {
+			return out, d.errAt(rp+".attempts", "1 try is no retry: the other retry keys would do nothing")
+		}
+		out.Retry = backoff.None()
+		return out, nil
+	}
+	e := backoff.Exponential{Initial: r.Initial, Multiplier: r.Multiplier, Max: r.Max}
+	switch r.Jitter {
+	case "", "full":
+		e.Jitter = backoff.JitterFull
+	case "equal":
+		e.Jitter = backoff.JitterEqual
+	case "none":
+		e.Jitter = backoff.JitterNone
+	default:
+		return out, d.choice(rp+".jitter", r.Jitter, "full", "equal", "none")
+	}
+	if err := e.Validate(); err != nil {
+		return out, d.errAt(rp, "%v", err)
+	}
+	var pol backoff.Policy = e
+	if r.Attempts > 1 {
+		pol = backoff.MaxAttempts(pol, r.Attempts)
+	}
+	if r.MaxElapsed < 0 {
+		return out, d.errAt(rp+".max-elapsed", "negative")
+	}
+	if r.MaxElapsed > 0 {
+		pol = backoff.MaxElapsed(pol, r.MaxElapsed)
+	}
+	out.Retry = pol
+	return out, nil
+}
+
+// checkHostPort checks a host:port address.
+func checkHostPort(a string) error {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(a))
+	if err != nil || port == "" {
+		return fmt.Errorf("%q is not HOST:PORT", cli.Safe(a))
+	}
+	if host == "" && !strings.HasPrefix(a, ":") {
+		return fmt.Errorf("%q has no host", cli.Safe(a))
+	}
+	return nil
+}
+
+// checkURL checks an http or https URL.
+func checkURL(s string) error {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("not a URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: the URL must start with http:// or https://", cli.Safe(u.Redacted()))
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", cli.Safe(u.Redacted()))
+	}
+	return nil
+}
+
+// checkTopic checks a Kafka topic name.
+func checkTopic(t string) error {
+	if t == "" {
+		return fmt.Errorf("empty topic name")
+	}
+	if len(t) > 249 {
+		return fmt.Errorf("a topic name has at most 249 characters")
+	}
+	for _, r := range t {
+		if !(r == '.' || r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return fmt.Errorf("%q: a topic name holds letters, digits, '.', '_' and '-' only", cli.Safe(t))
+		}
+	}
+	if t == "." || t == ".." {
+		return fmt.Errorf("%q is not a topic name", t)
+	}
+	return nil
+}
+
+// validateRetryTopics checks the retry-topics block against the policy
+// slots that use it: one without the other is an error.
+func (p *runPlan) validateRetryTopics(pp *pipelinePlan) error {
+	d := p.doc
+	at := pp.path + ".retry-topics"
+	rt := pp.cfg.RetryTopics
+	used := ""
+	for _, s := range []struct {
+		name string
+		sp   runStagePolicy
+	}{{"deserialize", pp.cfg.Policy.Deserialize}, {"process", pp.cfg.Policy.Process}} {
+		for _, slot := range []struct {
+			class string
+			o     *runOutcome
+		}{{"transient", s.sp.Transient}, {"permanent", s.sp.Permanent}, {"unclassified", s.sp.Unclassified}} {
+			if slot.o != nil && slot.o.Then == "retry-topics" && used == "" {
+				used = fmt.Sprintf("%s.policy.%s.%s.then", pp.path, s.name, slot.class)
+			}
+		}
+	}
+	switch {
+	case rt == nil && used != "":
+		return d.errAt(used, "retry-topics: the pipeline has no retry-topics block with its tiers")
+	case rt == nil:
+		return nil
+	case used == "":
+		return d.errAt(at, "no policy slot has then: retry-topics")
+	case len(rt.Tiers) == 0:
+		return d.errAt(at+".tiers", "required: the delays, for example [1s, 30s, 5m]")
+	}
+	seen := map[time.Duration]bool{}
+	for i, t := range rt.Tiers {
+		k := fmt.Sprintf("%s.tiers[%d]", at, i)
+		if t < 10*time.Millisecond || t%time.Millisecond != 0 {
+			return d.errAt(k, "%v: a delay is at least 10ms, in whole milliseconds", t)
+		}
+		if seen[t] {
+			return d.errAt(k, "%v twice: each tier has a topic of its own", t)
+		}
+		seen[t] = true
+	}
+	if rt.Topic != "" {
+		if !strings.Contains(rt.Topic, "{delay}") {
+			return d.errAt(at+".topic", "%q: use {delay}, so that each tier has a topic of its own", cli.Safe(rt.Topic))
+		}
+		if err := deadletter.Template(strings.ReplaceAll(rt.Topic, "{delay}", "30s")).Validate(); err != nil {
+			return d.errAt(at+".topic", "%v", err)
+		}
+	}
+	if rt.MaxParked < 0 {
+		return d.errAt(at+".max-parked", "negative")
+	}
+	pp.retry = consumer.RetryTopics{Tiers: rt.Tiers, Topic: deadletter.Template(rt.Topic), Unordered: rt.Unordered, MaxParked: rt.MaxParked}
+	switch rt.Then {
+	case "", "dead-letter":
+	case "skip":
+		pp.retry.Then = consumer.Skip
+	case "halt":
+		pp.retry.Then = consumer.Halt
+	default:
+		return d.choice(at+".then", rt.Then, "dead-letter", "skip", "halt")
+	}
+	return nil
+}

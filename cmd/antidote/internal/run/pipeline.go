@@ -1,0 +1,304 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	hamba "github.com/hamba/avro/v2"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde"
+	"github.com/antidote-kafka/antidote/serde/avro"
+	"github.com/antidote-kafka/antidote/serde/jsonschema"
+)
+
+// The value of a pipeline decodes to the bytes a sink sends: the output of
+// the stages for bytes, the UTF-8 text for string, the JSON for json and
+// json-schema, and the record as JSON for avro (hamba/avro's generic
+// decoding resolved to the reader schema: bytes and fixed as base64, a union
+// of null and one type as that type's value or null, any other union as
+// {"type": value}).
+
+// contentTypes are the Content-Type of each format.
+var contentTypes = map[string]string{
+	"json":        "application/json",
+	"json-schema": "application/json",
+	"avro":        "application/json",
+	"string":      "text/plain; charset=utf-8",
+	"bytes":       "application/octet-stream",
+}
+
+// valueDeserializer builds the pipeline's decode chain.
+func (pp *pipelinePlan) valueDeserializer(reg *avro.Registry) (serde.Deserializer[[]byte], string, error) {
+	v := pp.cfg.Value
+	var codec serde.Deserializer[[]byte]
+	switch v.Format {
+	case "bytes":
+		codec = rawBytes{}
+	case "string":
+		codec = body[string]{name: "string", d: serde.String(serde.ValidUTF8()), conv: func(s string) ([]byte, error) { return []byte(s), nil }}
+	case "json":
+		codec = body[json.RawMessage]{name: "json", d: serde.JSON[json.RawMessage](), conv: func(m json.RawMessage) ([]byte, error) { return m, nil }}
+	case "json-schema":
+		d, err := jsonschema.NewDeserializer[json.RawMessage](reg.Registry)
+		if err != nil {
+			return nil, "", err
+		}
+		codec = body[json.RawMessage]{name: "jsonschema", d: d, conv: func(m json.RawMessage) ([]byte, error) { return m, nil }}
+	case "avro":
+		d, err := avro.NewDeserializer[any](reg, pp.schema)
+		if err != nil {
+			return nil, "", fmt.Errorf("pipeline %s: %w", pp.cfg.Name, err)
+		}
+		codec = body[any]{name: "avro", d: d, conv: func(v any) ([]byte, error) { return json.Marshal(v) }}
+	default:
+		return nil, "", fmt.Errorf("pipeline %s: unknown format %q", pp.cfg.Name, v.Format)
+	}
+	stages := make([]serde.Stage, 0, len(v.Stages))
+	for i, s := range v.Stages {
+		var opts []serde.CompressOption
+		if s.MaxSize > 0 {
+			opts = append(opts, serde.MaxSize(s.MaxSize))
+		}
+		switch s.Type {
+		case "gzip":
+			stages = append(stages, serde.Gzip(opts...))
+		case "zstd":
+			stages = append(stages, serde.Zstd(opts...))
+		case "aes-gcm":
+			var o []serde.AESGCMOption
+			if s.KeyIDHeader != "" {
+				o = append(o, serde.KeyIDHeader(s.KeyIDHeader))
+			}
+			stages = append(stages, serde.AESGCM(serde.StaticKeys(pp.keys[i]), o...))
+		}
+	}
+	return serde.Pipe(codec, stages...), contentTypes[v.Format], nil
+}
+
+// rawBytes hands the bytes on as they are (the sinks only read them).
+type rawBytes struct{}
+
+func (rawBytes) Name() string { return "bytes" }
+
+func (rawBytes) Deserialize(_ context.Context, _ serde.Meta, data []byte) ([]byte, error) {
+	return data, nil
+}
+
+// body decodes with d, then turns the value into the bytes the sink sends.
+type body[T any] struct {
+	name string
+	d    serde.Deserializer[T]
+	conv func(T) ([]byte, error)
+}
+
+func (b body[T]) Name() string { return b.name }
+
+func (b body[T]) Deserialize(ctx context.Context, m serde.Meta, data []byte) ([]byte, error) {
+	v, err := b.d.Deserialize(ctx, m, data)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.conv(v)
+	if err != nil {
+		return nil, failure.Permanent(err)
+	}
+	return out, nil
+}
+
+// parseAvroSchema checks a reader schema.
+func parseAvroSchema(s string) (hamba.Schema, error) { return hamba.Parse(s) }
+
+// readAESKey reads an AES key from a file: 16, 24 or 32 raw bytes, or their
+// hex or base64 text.
+func readAESKey(d *yamlDoc, path string) ([]byte, error) {
+	b, err := d.readFile(path)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if n := len(b); n == 16 || n == 24 || n == 32 {
+		return b, nil
+	}
+	t := strings.TrimSpace(string(b))
+	if k, err := hex.DecodeString(t); err == nil && aesSize(len(k)) {
+		return k, nil
+	}
+	if k, err := base64.StdEncoding.DecodeString(t); err == nil && aesSize(len(k)) {
+		return k, nil
+	}
+	return nil, fmt.Errorf("%s: not an AES key: want 16, 24 or 32 bytes, raw or as hex or base64 text (it holds %d bytes)", path, len(b))
+}
+
+func aesSize(n int) bool { return n == 16 || n == 24 || n == 32 }
+
+// redactURL drops the password of a URL.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(not a URL)"
+	}
+	return cli.Safe(u.Redacted())
+}
+
+// describe is what --check prints about the pipeline.
+func (pp *pipelinePlan) describe() []string {
+	c := pp.cfg
+	lines := []string{fmt.Sprintf("pipeline %s", c.Name)}
+	add := func(k, format string, args ...any) {
+		lines = append(lines, fmt.Sprintf("  %-11s %s", k, fmt.Sprintf(format, args...)))
+	}
+	add("source", "topics %s, group %s (%s protocol)", strings.Join(c.Topics, ", "), c.Group, pp.protocol)
+	chain := make([]string, 0, len(c.Value.Stages)+1)
+	for _, s := range c.Value.Stages {
+		switch s.Type {
+		case "aes-gcm":
+			ids := make([]string, 0, len(s.Keys))
+			for id := range s.Keys {
+				ids = append(ids, id)
+			}
+			sort.Strings(ids)
+			chain = append(chain, fmt.Sprintf("aes-gcm (key ids %s, from header %s)", strings.Join(ids, ", "), cmp.Or(s.KeyIDHeader, serde.DefaultKeyIDHeader)))
+		default:
+			chain = append(chain, fmt.Sprintf("%s (at most %d bytes)", s.Type, cmpInt(s.MaxSize, serde.DefaultMaxSize)))
+		}
+	}
+	f := c.Value.Format
+	if f == "avro" {
+		f += " (reader schema " + c.Value.SchemaFile + ", sent as JSON)"
+	}
+	chain = append(chain, f)
+	add("value", "%s", strings.Join(chain, " | "))
+	switch {
+	case c.Sink.HTTP != nil:
+		h := c.Sink.HTTP
+		hdrs := make([]string, 0, len(h.Headers))
+		for k := range h.Headers {
+			hdrs = append(hdrs, k)
+		}
+		sort.Strings(hdrs)
+		extra := ""
+		if len(hdrs) > 0 {
+			extra = ", headers " + strings.Join(hdrs, ", ") + " (values not shown)"
+		}
+		add("sink", "http POST %s (timeout %v, at most %d requests at once, %s%s)", redactURL(h.URL), cmpDur(h.Timeout, defaultHTTPTimeout), cmpInt(int64(h.Concurrency), defaultHTTPConcurrency), contentTypes[c.Value.Format], extra)
+	default:
+		k := c.Sink.Kafka
+		add("sink", "kafka topic %s (value %s)", k.Topic, cmp.Or(k.Value, "raw"))
+	}
+	for _, s := range []struct {
+		name string
+		sp   runStagePolicy
+		def  [3]string
+	}{
+		{"deserialize", c.Policy.Deserialize, [3]string{"retry exponential 200ms x2 up to 30s, full jitter, no limit", "no retry", "no retry"}},
+		{"process", c.Policy.Process, [3]string{"retry exponential 100ms x2 up to 5s, full jitter, 4 tries", "no retry", "retry exponential 100ms x2 up to 5s, full jitter, 4 tries"}},
+	} {
+		for i, slot := range []struct {
+			class string
+			o     *runOutcome
+		}{{"transient", s.sp.Transient}, {"permanent", s.sp.Permanent}, {"unclassified", s.sp.Unclassified}} {
+			retry, then := s.def[i], "dead-letter"
+			if slot.o != nil {
+				if slot.o.Retry != nil {
+					retry = describeBackoff(slot.o.Retry)
+				}
+				then = cmp.Or(slot.o.Then, then)
+			}
+			key := ""
+			if i == 0 && s.name == "deserialize" {
+				key = "policy"
+			}
+			add(key, "%-11s %-12s %s, then %s", s.name, slot.class, retry, then)
+		}
+	}
+	dl := cmp.Or(string(pp.dead.Topic), "{topic}.dlq")
+	names := make([]string, len(c.Topics))
+	for i, t := range c.Topics {
+		names[i] = pp.dead.Topic.Name(t, c.Group)
+	}
+	create := "created when missing"
+	if pp.dead.DisableTopicCreation {
+		create = "not created"
+	}
+	add("dead-letter", "%s → %s (%s; unwritable: %s)", dl, strings.Join(names, ", "), create, pp.dead.Unwritable)
+	if pp.flood.Disable {
+		add("flood-guard", "off")
+	} else {
+		fg := pp.flood
+		add("flood-guard", "pause when more than %v of a partition's last %d records (at least %d) would be dead-lettered", cmpF(fg.Share, 0.5), cmpInt(int64(fg.Window), 1000), cmpInt(int64(fg.Min), 100))
+	}
+	if rt := pp.retry; len(rt.Tiers) > 0 {
+		tiers := make([]string, 0, len(rt.Tiers)*len(c.Topics))
+		for _, t := range c.Topics {
+			for _, d := range rt.Tiers {
+				tiers = append(tiers, rt.TierTopic(t, c.Group, d))
+			}
+		}
+		order := "per-key order kept"
+		if rt.Unordered {
+			order = "unordered"
+		}
+		then := "dead-letter"
+		if rt.Then != 0 {
+			then = rt.Then.String()
+		}
+		add("retry-topics", "%s, then %s (%s)", strings.Join(tiers, ", "), then, order)
+	}
+	if cc := pp.conc; cc.Max > 1 {
+		order := "one key at a time"
+		if cc.Unordered {
+			order = "any order"
+		}
+		add("concurrency", "%d records of a partition at once, %s", cc.Max, order)
+	}
+	add("commit", "every %v, and on revoke and shutdown", cmpDur(c.CommitInterval, 5*time.Second))
+	return lines
+}
+
+// describeBackoff describes a retry of the file.
+func describeBackoff(r *runBackoff) string {
+	if r.Attempts == 1 {
+		return "no retry"
+	}
+	s := fmt.Sprintf("retry exponential %v x%v up to %v, %s jitter", cmpDur(r.Initial, backoff.DefaultInitial), cmpF(r.Multiplier, backoff.DefaultMultiplier), cmpDur(r.Max, backoff.DefaultMax), cmp.Or(r.Jitter, "full"))
+	if r.Attempts > 1 {
+		s += fmt.Sprintf(", %d tries", r.Attempts)
+	} else if r.MaxElapsed == 0 {
+		s += ", no limit"
+	}
+	if r.MaxElapsed > 0 {
+		s += fmt.Sprintf(", for at most %v", r.MaxElapsed)
+	}
+	return s
+}
+
+func cmpInt(v, def int64) int64 {
+	if v != 0 {
+		return v
+	}
+	return def
+}
+
+func cmpDur(v, def time.Duration) time.Duration {
+	if v != 0 {
+		return v
+	}
+	return def
+}
+
+func cmpF(v, def float64) float64 {
+	if v != 0 {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,194 @@
+// Package ui is antidote ui: the web console of dead letters, on loopback.
+package ui
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/antidote-kafka/antidote/admin"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/console"
+	"github.com/antidote-kafka/antidote/serde/registry"
+)
+
+// defaultUIListen is the default of antidote ui --listen.
+const defaultUIListen = "127.0.0.1:9190"
+
+// NewCommand builds antidote ui: the web console of a cluster's dead
+// letters, on loopback.
+func NewCommand() *cobra.Command {
+	var (
+		listen, registryURL string
+		topics              []string
+		hideValues          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve the web console for dead letters on loopback",
+		Long: `Serve the web console of a cluster's dead letters: the dead-letter topics
+with their counts; for one topic, its letters over time by reason, stage or
+class, the top errors, and a table that pages and filters as dlq ls does; one
+letter with its failure in plain words, its key, value and headers; and redrive
+of picked letters or of a filter, with a dry run first (as dlq redrive runs it:
+the same loop guard, the same resumable progress).
+
+It listens on a loopback address only. The login page asks for a token: the
+environment variable ` + admin.EnvToken + `, or a random one printed at start.
+--registry decodes Avro keys and values through a schema registry;
+--hide-values shows keys and values as their size and SHA-256 only.`,
+		Example: `  antidote ui --context prod
+  antidote ui --brokers localhost:9092 --topic orders.dlq --listen 127.0.0.1:9190
+  antidote ui --context prod --registry http://localhost:8081 --hide-values`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkLoopback("--listen", listen); err != nil {
+				return err
+			}
+			g := cli.ReadGlobals(cmd)
+			ctx := cmd.Context()
+			// Fail now, with the command's one-line error, when the
+			// cluster does not answer.
+			cl, err := g.Dial(ctx)
+			if err != nil {
+				return err
+			}
+			cl.Close()
+			if len(topics) == 0 && g.Conn != nil && g.Conn.Topic != "" {
+				topics = []string{g.Conn.Topic}
+			}
+			var opts []kgo.Opt
+			if g.Conn != nil {
+				opts = append(opts, g.Conn.Opts...)
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			cfg := console.Config{
+				ClientOpts: append(opts, kgo.SeedBrokers(g.Brokers...)),
+				Topics:     topics, HideValues: hideValues, Logger: log,
+				IdleTimeout: max(g.Timeout, 10*time.Second),
+			}
+			if registryURL != "" {
+				reg, err := registry.New(registryURL)
+				if err != nil {
+					return cli.Usagef("--registry %q: %v", registryURL, err)
+				}
+				cfg.Decode = avroJSON(reg)
+			}
+			generated := strings.TrimSpace(os.Getenv(admin.EnvToken)) == ""
+			if generated {
+				// Printed below rather than logged by the console.
+				var b [12]byte
+				if _, err := rand.Read(b[:]); err != nil {
+					return err
+				}
+				cfg.Token = hex.EncodeToString(b[:])
+			}
+			h, err := console.New(cfg)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen %s: %w", listen, err)
+			}
+			u := "http://" + ln.Addr().String() + "/"
+			if generated {
+				fmt.Fprintf(cmd.OutOrStdout(), "antidote console at %s (token %s; set %s to choose it)\n", u, h.Token(), admin.EnvToken)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "antidote console at %s (token from %s)\n", u, admin.EnvToken)
+			}
+			return serveUntil(ctx, ln, h)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&listen, "listen", defaultUIListen, "loopback address to listen on (host:port)")
+	fs.StringSliceVar(&topics, "topic", nil, "dead-letter topics to list (default: the context's topic, else every topic named like one)")
+	fs.StringVar(&registryURL, "registry", "", "schema registry URL: show Avro keys and values decoded")
+	fs.BoolVar(&hideValues, "hide-values", false, "show keys, values and original header values as size and SHA-256 only")
+	_ = cmd.RegisterFlagCompletionFunc("topic", cli.CompleteTopics)
+	return cmd
+}
+
+// checkLoopback requires a loopback host:port.
+func checkLoopback(flag, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return cli.Usagef("%s %q: want HOST:PORT, for example %s", flag, addr, defaultUIListen)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return cli.Usagef("%s %q: the console listens on a loopback address only, for example %s (reach it from elsewhere through an SSH tunnel)", flag, addr, defaultUIListen)
+	}
+	return nil
+}
+
+// serveUntil serves h on ln until ctx ends, then shuts down.
+func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{
+		Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// avroJSON decodes Confluent-framed Avro (0x00, a 4-byte schema id, the
+// payload) into JSON with the writer's schema from the registry.
+func avroJSON(reg *registry.Registry) console.DecodeFunc {
+	return func(ctx context.Context, _ string, _ bool, b []byte) (string, error) {
+		if len(b) < 5 || b[0] != 0 {
+			return "", errors.New("not Confluent-framed (no magic byte 0)")
+		}
+		id := int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4])
+		s, err := reg.Schema(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if s.Type != sr.TypeAvro {
+			return "", fmt.Errorf("schema %d is %s, not Avro", id, s.Type)
+		}
+		sch, err := avro.Parse(s.Schema)
+		if err != nil {
+			return "", fmt.Errorf("schema %d: %w", id, err)
+		}
+		var v any
+		if err := avro.Unmarshal(sch, b[5:], &v); err != nil {
+			return "", fmt.Errorf("schema %d: %w", id, err)
+		}
+		// The console escapes what it shows: no \u003c here.
+		var j strings.Builder
+		enc := json.NewEncoder(&j)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(j.String()), nil
+	}
+}
