@@ -3,11 +3,11 @@ module github.com/antidote-kafka/antidote/cmd/antidote
 go 1.26.0
 
 require (
-	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
-	github.com/antidote-kafka/antidote/metrics/prom v0.0.0-00010101000000-000000000000
-	github.com/antidote-kafka/antidote/serde/avro v0.0.0-00010101000000-000000000000
-	github.com/antidote-kafka/antidote/serde/jsonschema v0.0.0-00010101000000-000000000000
-	github.com/antidote-kafka/antidote/serde/protobuf v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote v0.1.0
+	github.com/antidote-kafka/antidote/metrics/prom v0.1.0
+	github.com/antidote-kafka/antidote/serde/avro v0.1.0
+	github.com/antidote-kafka/antidote/serde/jsonschema v0.1.0
+	github.com/antidote-kafka/antidote/serde/protobuf v0.1.0
 	github.com/goccy/go-yaml v1.19.2
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/prometheus/client_golang v1.25.0
@@ -44,12 +44,4 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-)
-
-replace (
-	github.com/antidote-kafka/antidote => ../..
-	github.com/antidote-kafka/antidote/metrics/prom => ../../metrics/prom
-	github.com/antidote-kafka/antidote/serde/avro => ../../serde/avro
-	github.com/antidote-kafka/antidote/serde/jsonschema => ../../serde/jsonschema
-	github.com/antidote-kafka/antidote/serde/protobuf => ../../serde/protobuf
 )

@@ -3,7 +3,7 @@ module github.com/antidote-kafka/antidote/console/e2e
 go 1.26.0
 
 require (
-	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote v0.1.0
 	github.com/chromedp/cdproto v0.0.0-20260321001828-e3e3800016bc
 	github.com/chromedp/chromedp v0.15.1
 	github.com/twmb/franz-go v1.22.3
@@ -23,5 +23,3 @@ require (
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
 	golang.org/x/sys v0.42.0 // indirect
 )
-
-replace github.com/antidote-kafka/antidote => ../..

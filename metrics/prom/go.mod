@@ -2,10 +2,8 @@ module github.com/antidote-kafka/antidote/metrics/prom
 
 go 1.26.0
 
-replace github.com/antidote-kafka/antidote => ../..
-
 require (
-	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0

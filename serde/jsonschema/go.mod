@@ -3,8 +3,8 @@ module github.com/antidote-kafka/antidote/serde/jsonschema
 go 1.26.0
 
 require (
-	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
-	github.com/antidote-kafka/antidote/serde/avro v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote v0.1.0
+	github.com/antidote-kafka/antidote/serde/avro v0.1.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/sr v1.8.0
@@ -23,9 +23,4 @@ require (
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
-)
-
-replace (
-	github.com/antidote-kafka/antidote => ../..
-	github.com/antidote-kafka/antidote/serde/avro => ../avro
 )

@@ -3,7 +3,7 @@ module github.com/antidote-kafka/antidote/serde/protobuf
 go 1.26.0
 
 require (
-	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote v0.1.0
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/sr v1.8.0
@@ -19,5 +19,3 @@ require (
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
 	golang.org/x/sync v0.8.0 // indirect
 )
-
-replace github.com/antidote-kafka/antidote => ../..
