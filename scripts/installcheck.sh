@@ -46,7 +46,10 @@ go build -o "$tmp/modproxy" ./tools/modproxy
 
 machine_modcache="$(go env GOMODCACHE)"
 machine_proxy="$(go env GOPROXY)"
-export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GOMODCACHE="$modcache"
+# GODEBUG=goindex=0: the go command indexes module-cache folders in GOCACHE
+# by module and version alone (a published version never changes); ours is
+# packed again from the work tree at each run, so its index must not be kept.
+export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GOMODCACHE="$modcache" GODEBUG=goindex=0
 export GOPROXY="file://$tmp/proxy,file://$machine_modcache/cache/download,$machine_proxy"
 export GONOSUMDB="github.com/antidote-kafka/*"
 

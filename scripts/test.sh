@@ -3,7 +3,10 @@
 #
 #  1. installs kcat and Chromium (the console's browser tests) when missing
 #     (Debian packages; needs root or sudo)
-#  2. gofmt check, go vet, staticcheck (pinned as a Go tool in tools/go.mod)
+#  2. gofmt check, go vet, staticcheck (pinned as a Go tool in tools/go.mod),
+#     and the install check (scripts/installcheck.sh: every module packed at a
+#     version into a file-based module proxy, installed and used with
+#     GOWORK=off, as a user outside the repository would)
 #  3. go test -race on the in-process kfake cluster
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
 #     integration tests (every test named *Integration*) again against it,
@@ -69,6 +72,9 @@ echo "ok"
 step "staticcheck (config: staticcheck.conf)"
 go tool staticcheck work
 echo "ok"
+
+step "install check (modules from a local module proxy, GOWORK=off)"
+scripts/installcheck.sh
 
 step "go test -race work (kfake, in-process)"
 go test -race -timeout "$TIMEOUT" work

@@ -10,10 +10,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -100,7 +102,9 @@ func registerCompletions(root *cobra.Command) {
 }
 
 // version is the module version the binary was built from ("(devel)"
-// for a build in the repository), with the VCS revision when known.
+// for a build in the repository), with the VCS revision when known, and the
+// Go version; then, one per line, the versions of this project's modules
+// and of franz-go's that it was built with.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -127,5 +131,16 @@ func version() string {
 	if rev != "" {
 		v += " " + rev + dirty
 	}
-	return v + " " + bi.GoVersion
+	var b strings.Builder
+	b.WriteString(v + " " + bi.GoVersion)
+	for _, d := range bi.Deps {
+		if !strings.HasPrefix(d.Path, "github.com/antidote-kafka/") && !strings.HasPrefix(d.Path, "github.com/twmb/franz-go") {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s %s", d.Path, d.Version)
+		if r := d.Replace; r != nil {
+			fmt.Fprintf(&b, " => %s %s", r.Path, r.Version)
+		}
+	}
+	return b.String()
 }
