@@ -193,7 +193,9 @@ func (p *partition[K, V]) guardFlood(rec *kgo.Record) (ok, skipped bool) {
 	if ch == nil {
 		return true, false
 	}
-	p.flush()
+	if !p.beforeWait() {
+		return false, false
+	}
 	rctx, rcancel := context.WithCancelCause(p.ctx)
 	defer rcancel(nil)
 	p.setStuck(stuck{offset: rec.Offset, reason: StuckFlood, attempts: 1, lastErr: ErrFlood, cancel: rcancel})

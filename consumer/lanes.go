@@ -76,36 +76,41 @@ func (c Concurrency) validate() error {
 
 // lanes runs the records of one partition concurrently: a lane per key
 // handles that key's records in order, at most max lanes at once. Records
-// settle out of order; lanes hands them to the partition's ledger in offset
-// order, so that the ledger (what may be committed) is the same as with one
-// record at a time. Its zero value is off.
+// settle out of order; the lanes keep what they settle in slots, and the
+// partition's worker takes the slots settled from the lowest one on, in
+// offset order, and gives them to its settler (takeSettled): what may be
+// committed is the same as with one record at a time, and only the worker
+// touches the ledger, the letters and the transaction. Its zero value is
+// off.
 type lanes struct {
 	cfg Concurrency
 
-	// mu guards what follows, and the partition's ledger and flood window
-	// (which one goroutine uses when lanes are off).
+	// mu guards what follows, and the partition's flood window (which one
+	// goroutine uses when lanes are off).
 	mu      sync.Mutex
 	busy    map[string][]*kgo.Record // key -> records waiting behind the one being handled
 	nilBusy bool                     // the lane of records without a key is busy
 	nilWait []*kgo.Record
 	running int    // lanes handling a record
-	slots   []slot // records taken, from the lowest unsettled, in offset order
+	slots   []slot // records taken, from the lowest not given to the settler, in offset order
 	bytes   int64
+	settled []slot // the worker's: slots taken off by takeSettled, reused
 	changed chan struct{} // closed and replaced when a record settles or a lane ends
 	wg      sync.WaitGroup
 }
 
-// slot is a record taken by the lanes; l is its letter once it is settled by
-// one.
+// slot is a record taken by the lanes; once it is settled, l is its letter
+// (if settled by one) and out its handler's outputs (exactly-once mode).
 type slot struct {
 	rec  *kgo.Record
 	done bool
 	l    *letter
+	out  []*kgo.Record
 }
 
 func (ln *lanes) on() bool { return ln.cfg.Max > 1 }
 
-// lock and unlock guard the ledger and the flood window when lanes are on.
+// lock and unlock guard the flood window when lanes are on.
 func (ln *lanes) lock() {
 	if ln.on() {
 		ln.mu.Lock()
@@ -142,7 +147,12 @@ func (ln *lanes) room(ledgerFull bool) (bool, <-chan struct{}) {
 func (p *partition[K, V]) runLanes() {
 	defer close(p.done)
 	defer p.drain()
-	defer p.lanes.wg.Wait() // before drain: no lane settles anything after it
+	defer func() {
+		// Before drain: no lane settles anything after this, and what
+		// they settled goes to the settler.
+		p.lanes.wg.Wait()
+		p.takeSettled()
+	}()
 	for {
 		batch := p.take()
 		if len(batch) == 0 {
@@ -170,9 +180,10 @@ func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
 	ln := &p.lanes
 	defer p.setHeld(false)
 	for {
-		ln.mu.Lock()
+		if !p.takeSettled() {
+			return false
+		}
 		full := p.ledger.full()
-		ln.mu.Unlock()
 		ok, changed := ln.room(full)
 		if ok {
 			break
@@ -264,39 +275,57 @@ func (p *partition[K, V]) lane(key string, keyed bool, rec *kgo.Record) {
 	}
 }
 
-// complete records that rec is settled (by its letter l, if not nil) and
-// hands the records settled from the lowest unsettled one on to the ledger,
-// in offset order.
-func (p *partition[K, V]) complete(rec *kgo.Record, l *letter) {
-	ln := &p.lanes
+// complete is the handoff of a lane: it records that rec is settled, by its
+// letter l if not nil, with its handler's outputs out, and wakes the worker
+// when rec is the lowest record not yet given to the settler.
+func (ln *lanes) complete(rec *kgo.Record, out []*kgo.Record, l *letter) bool {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	i, found := slices.BinarySearchFunc(ln.slots, rec.Offset, func(s slot, off int64) int { return cmpInt(s.rec.Offset, off) })
 	if !found {
-		return
+		return true
 	}
-	ln.slots[i].done, ln.slots[i].l = true, l
+	ln.slots[i].done, ln.slots[i].l, ln.slots[i].out = true, l, out
+	if i == 0 {
+		ln.signalLocked()
+	}
+	return true
+}
+
+// takeSettled gives the records the lanes settled, from the lowest one on,
+// to the settler, in offset order. It runs on the worker. It returns false
+// when the worker must stop.
+func (p *partition[K, V]) takeSettled() bool {
+	ln := &p.lanes
+	ln.mu.Lock()
 	n := 0
 	for n < len(ln.slots) && ln.slots[n].done {
-		s := ln.slots[n]
-		if s.l != nil {
-			p.ledger.letter(s.rec, s.l)
-		} else {
-			p.ledger.done(s.rec) // the worker reaps letters acknowledged meanwhile
-		}
-		ln.bytes -= size(s.rec)
+		ln.bytes -= size(ln.slots[n].rec)
 		n++
 	}
+	ln.settled = append(ln.settled[:0], ln.slots[:n]...)
 	if n > 0 {
 		clear(ln.slots[:n])
 		ln.slots = ln.slots[n:]
 		ln.signalLocked()
 	}
+	ln.mu.Unlock()
+	for i, s := range ln.settled {
+		if !p.settleNow(s.rec, s.out, s.l) {
+			clear(ln.settled)
+			return false
+		}
+		ln.settled[i] = slot{}
+	}
+	return true
 }
 
 // idleLanes is idle with lanes on: it also wakes when a lane settles a
 // record, to mark it for commit.
 func (p *partition[K, V]) idleLanes() bool {
+	if !p.takeSettled() {
+		return false
+	}
 	p.flush()
 	p.log.summary()
 	head, ok := p.reap()
@@ -335,9 +364,5 @@ func (p *partition[K, V]) isStuck() bool {
 	return len(p.stuck) > 0
 }
 
-// flush marks what is settled for commit.
-func (p *partition[K, V]) flush() {
-	p.lanes.lock()
-	p.ledger.flush()
-	p.lanes.unlock()
-}
+// flush marks what is settled for commit. It runs on the worker.
+func (p *partition[K, V]) flush() { p.ledger.flush() }

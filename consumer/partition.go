@@ -47,9 +47,18 @@ type partition[K, V any] struct {
 	opPaused atomic.Bool
 	resumed  chan struct{}
 
-	ledger   ledger // owned by the worker goroutine (with lanes on, guarded by lanes.mu)
-	floodWin window // the same
-	lanes    lanes  // with Concurrency: records handled at once
+	ledger   ledger  // owned by the worker goroutine, like settler
+	settler  settler // how a settled record is recorded (settler.go)
+	floodWin window  // the flood window (with lanes on, guarded by lanes.mu)
+	lanes    lanes   // with Concurrency: records handled at once
+	// handoff takes a record the handle path settled: the settler itself
+	// on the worker goroutine, or, on a lane, the lanes, which hand it to
+	// the worker in offset order. beforeWait runs where the handle path is
+	// about to wait: on the worker it marks what is settled for commit, on
+	// a lane nothing (the worker does). Both are chosen once, in
+	// newPartition.
+	handoff    func(rec *kgo.Record, out []*kgo.Record, l *letter) bool
+	beforeWait func() bool
 	// resume is the retry state of the partition's first record, read from
 	// the durable attempts at assignment; nil once the first record is seen.
 	retryState *attemptEntry
@@ -120,7 +129,30 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 			p.mu.Unlock()
 		},
 	}
+	p.settler = newSettler(p)
+	if p.lanes.on() {
+		p.handoff, p.beforeWait = p.lanes.complete, func() bool { return true }
+	} else {
+		p.handoff, p.beforeWait = p.settleNow, p.markSettled
+	}
 	return p
+}
+
+// settleNow gives a settled record to the settler.
+func (p *partition[K, V]) settleNow(rec *kgo.Record, out []*kgo.Record, l *letter) bool {
+	if l != nil {
+		return p.settler.letter(rec, l)
+	}
+	return p.settler.done(rec, out)
+}
+
+// markSettled marks what is settled for commit, reaping the letters
+// acknowledged meanwhile: the worker's beforeWait. It returns false when the
+// worker must stop.
+func (p *partition[K, V]) markSettled() bool {
+	p.ledger.flush()
+	_, ok := p.reap()
+	return ok
 }
 
 // cancel stops the worker and releases what its partition holds.
@@ -208,9 +240,7 @@ func (p *partition[K, V]) idle() bool {
 // It returns false when the worker must stop.
 func (p *partition[K, V]) reap() (*letter, bool) {
 	for {
-		p.lanes.lock()
 		head := p.ledger.advance(p.letterDone)
-		p.lanes.unlock()
 		if head == nil || !head.failed() {
 			return head, true
 		}
@@ -225,26 +255,7 @@ func (p *partition[K, V]) reap() (*letter, bool) {
 // waits for the oldest. It returns false when the worker must stop.
 func (p *partition[K, V]) settleLetter(rec *kgo.Record, l *letter) bool {
 	l.at = rec.Offset
-	if p.c.txn != nil {
-		return p.settleLetterTxn(rec, l)
-	}
-	if p.lanes.on() {
-		p.complete(rec, l)
-		return true
-	}
-	p.ledger.letter(rec, l)
-	for {
-		head, ok := p.reap()
-		if !ok {
-			return false
-		}
-		if head == nil || !p.ledger.full() {
-			return true
-		}
-		if !p.awaitLetter(head, false) {
-			return false
-		}
-	}
+	return p.handoff(rec, nil, l)
 }
 
 // awaitLetter waits for the latest write of l (with wake, also for new
@@ -596,18 +607,14 @@ func (p *partition[K, V]) outcome(rec *kgo.Record, stage deadletter.Stage, class
 // settled records that rec is settled without a dead letter. It returns
 // false when the worker must stop.
 func (p *partition[K, V]) settled(rec *kgo.Record) bool {
-	if p.c.txn != nil {
-		return p.settledOut(rec, nil)
-	}
-	if p.lanes.on() {
-		p.complete(rec, nil)
-		return true
-	}
-	if p.ledger.done(rec) {
-		_, ok := p.reap()
-		return ok
-	}
-	return true
+	return p.handoff(rec, nil, nil)
+}
+
+// settledOut records that rec is processed, with the handler's outputs
+// (written in the open transaction in the exactly-once mode). It returns
+// false when the worker must stop.
+func (p *partition[K, V]) settledOut(rec *kgo.Record, out []*kgo.Record) bool {
+	return p.handoff(rec, out, nil)
 }
 
 // recordAttrs are the attributes of every record-level log line.

@@ -810,10 +810,9 @@ func (p *partition[K, V]) waitDue(due time.Time) bool {
 	if d <= 0 || p.c.retryOff.Load() {
 		return true
 	}
-	if _, ok := p.reap(); !ok {
+	if !p.beforeWait() {
 		return false
 	}
-	p.flush()
 	p.setWaiting(PauseDue, true)
 	defer p.setWaiting(PauseDue, false)
 	for d > 0 && !p.c.retryOff.Load() {
@@ -833,7 +832,9 @@ func (p *partition[K, V]) awaitRoom() bool {
 	if ch == nil {
 		return true
 	}
-	p.flush()
+	if !p.beforeWait() {
+		return false
+	}
 	p.c.log.Warn("per-key order: the retry tiers hold RetryTopics.MaxParked records of this partition; it stops until they drain",
 		"topic", p.topic, "partition", p.part, "max_parked", p.c.tiers.cfg.MaxParked)
 	p.setWaiting(PauseParked, true)

@@ -40,7 +40,9 @@ func retryWait(p backoff.Policy, attempt int, elapsed time.Duration, err error) 
 // (zero: now); both come from the durable attempts after a restart.
 func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadletter.Stage, err error, attempt int, first time.Time) bool {
 	c := p.c
-	p.flush() // the records before this one, before any wait
+	if !p.beforeWait() { // the records before this one, before any wait
+		return false
+	}
 	if first.IsZero() {
 		first = time.Now()
 	}

@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/backoff"
@@ -226,6 +228,86 @@ func TestConcurrencyStuckKeyHoldsOnlyItsPartition(t *testing.T) {
 		}
 		if len(st.Stuck) != 1 || st.Stuck[0].Partition != 0 || st.Stuck[0].Offset != 0 {
 			t.Errorf("Stats.Stuck = %+v; want partition 0 stuck at offset 0", st.Stuck)
+		}
+	})
+}
+
+// Defect: with Concurrency on a retry tier's partition, a lane waiting for
+// its record to be due reaped the partition's letters itself, and rewrote a
+// failed dead letter at the same time as the worker (a data race on the
+// letter), or retried another key's letter while its own record waited. Only
+// the worker touches the letters now: a dead letter that cannot be written
+// holds the partition (as with one record at a time) until an operator
+// skips it, and the other key's record is processed then.
+func TestConcurrencyTierLaneLeavesLettersToWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		topic := c.Topic(t, "tierlane", 1)
+		adm := kadm.NewClient(c.Client(t))
+		limit := "20000"
+		if _, err := adm.CreateTopic(context.Background(), 1, -1, map[string]*string{"max.message.bytes": &limit}, topic+".dlq"); err != nil {
+			t.Fatal(err)
+		}
+		prod := c.Client(t, kgo.ProducerLinger(0))
+		big := bytes.Repeat([]byte{'x'}, 30_000) // fits the tier, not the dead-letter topic
+		produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k1"), Value: big})
+
+		var mu sync.Mutex
+		tries := map[string]int{}
+		processed := map[string]bool{}
+		cfg := virtualConfig(t, c, topic, serde.String())
+		cfg.Key = serde.String()
+		cfg.Concurrency = consumer.Concurrency{Max: 4}
+		cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{time.Second}}
+		cfg.Policy.Process.Transient = consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.RetryTopic}
+		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
+		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			tries[r.Key]++
+			switch {
+			case tries[r.Key] == 1:
+				return failure.Transient(errors.New("first try fails"))
+			case r.Key == "k1":
+				return failure.Permanent(errors.New("k1 never succeeds"))
+			}
+			processed[r.Key] = true
+			return nil
+		}
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		time.Sleep(1500 * time.Millisecond) // k1 is in the tier, its dead letter failing
+		produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k2"), Value: []byte("small")})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		tier := cfg.RetryTopics.TierTopic(topic, cfg.Group, time.Second)
+		var at int64 = -1
+		for _, s := range cons.Stats().Stuck {
+			if s.Topic == tier && s.Reason == consumer.StuckDeadLetter {
+				at = s.Offset
+			}
+		}
+		if at < 0 {
+			t.Fatalf("Stats.Stuck = %+v; want the tier partition stuck on k1's dead letter", cons.Stats().Stuck)
+		}
+		if err := cons.Skip(tier, 0, at); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if s := cons.Stats(); s.Skipped != 1 || len(s.Stuck) != 0 {
+			t.Errorf("stats: skipped %d, stuck %+v; want k1 skipped and nothing stuck", s.Skipped, s.Stuck)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !processed["k2"] || tries["k2"] != 2 {
+			t.Errorf("k2 tried %d times, processed %v; want processed at its second try, in the tier", tries["k2"], processed["k2"])
 		}
 	})
 }

@@ -639,22 +639,6 @@ func (p *partition[K, V]) outputFailed(rec *kgo.Record) error {
 	return nil
 }
 
-// settledOut settles a processed record with the handler's outputs, which
-// are written in the open transaction (exactly-once mode); without it, it is
-// settled.
-func (p *partition[K, V]) settledOut(rec *kgo.Record, out []*kgo.Record) bool {
-	t := p.c.txn
-	if t == nil {
-		return p.settled(rec)
-	}
-	if !t.settle(p.ctx, p.c.cl, p.c.dlq, rec, out, nil) {
-		return false
-	}
-	p.ledger.done(rec) // flow control: the transaction marks it
-	p.ledger.flush()
-	return true
-}
-
 // settleLetterTxn settles rec by its dead letter l in the open transaction:
 // the commit checks that it was written, and aborts otherwise. A letter that
 // cannot be written yet (its topic is not ready, it is too large) waits and
