@@ -94,7 +94,7 @@ type lanes struct {
 	running int    // lanes handling a record
 	slots   []slot // records taken, from the lowest not given to the settler, in offset order
 	bytes   int64
-	settled []slot // the worker's: slots taken off by takeSettled, reused
+	settled []slot        // the worker's: slots taken off by takeSettled, reused
 	changed chan struct{} // closed and replaced when a record settles or a lane ends
 	wg      sync.WaitGroup
 }
