@@ -180,6 +180,17 @@ func (p *partition[K, V]) lingerUntil(due time.Time) bool {
 	}
 }
 
+// batchDone settles a record its batch processed, with the outputs its
+// handler produced (exactly-once mode). An output of it that could not be
+// written in aborted transactions fails it instead (see txn.failedWrite).
+func (p *partition[K, V]) batchDone(b pending[K, V]) bool {
+	if err := p.outputFailed(b.rec); err != nil {
+		return p.settleFailure(b.rec, &origin{rec: b.rec}, deadletter.StageProcess, err, b.r.Attempt, b.r.FirstFailure)
+	}
+	p.processed(b.rec, &origin{rec: b.rec})
+	return p.settledOut(b.rec, b.r.out)
+}
+
 // callBatch calls the BatchHandler; a panic is a permanent failure of the
 // whole batch.
 func (p *partition[K, V]) callBatch(ctx context.Context, rs []*Record[K, V]) (err error) {
@@ -223,8 +234,7 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 		switch {
 		case err == nil:
 			for _, b := range batch {
-				p.processed(b.rec, &origin{rec: b.rec})
-				if !p.settled(b.rec) {
+				if !p.batchDone(b) {
 					return false
 				}
 			}
@@ -234,8 +244,7 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 			for i, b := range batch {
 				ferr, failed := be.Errs[i]
 				if !failed || ferr == nil {
-					p.processed(b.rec, &origin{rec: b.rec})
-					if !p.settled(b.rec) {
+					if !p.batchDone(b) {
 						return false
 					}
 					continue

@@ -37,9 +37,11 @@ import (
 // The consumer reads with read_committed unless ClientOpts says otherwise,
 // and Config.CommitInterval is not used: offsets are committed only in the
 // transactions (not on revoke either: a rebalance aborts the open one).
-// Not supported together (New fails, naming the fields): Concurrency.Max
-// above 1, BatchHandler. DurableAttempts are not kept in this
-// mode: a record retried in place starts counting again after a restart.
+// It combines with [Concurrency] and with a [BatchHandler]: records settled
+// out of order by the lanes are written in offset order, so a transaction
+// never commits the outputs of a record past one that is not settled.
+// DurableAttempts are not kept in this mode: a record retried in place
+// starts counting again after a restart.
 //
 // A write that fails aborts its transaction, and its records are handled
 // again. A record whose write fails in 3 transactions in a row is settled by
@@ -93,10 +95,6 @@ func (c *Config[K, V]) validateExactlyOnce() error {
 		return configErr("ExactlyOnce.MaxRecords", "negative")
 	case e.Interval < 0 || (e.Interval > 0 && e.Interval < 10*time.Millisecond):
 		return configErr("ExactlyOnce.Interval", fmt.Sprintf("%v: must be at least 10ms", e.Interval))
-	case c.Concurrency.Max > 1:
-		return configErr("ExactlyOnce", "with Concurrency.Max more than 1: the two do not work together yet; choose one")
-	case c.BatchHandler != nil:
-		return configErr("ExactlyOnce", "with BatchHandler: the two do not work together yet; choose one")
 	}
 	return nil
 }

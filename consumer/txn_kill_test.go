@@ -27,6 +27,7 @@ import (
 const (
 	envEOSChild = "ANTIDOTE_EOS_CHILD"
 	envEOSOut   = "ANTIDOTE_EOS_OUT"
+	envEOSMode  = "ANTIDOTE_EOS_MODE" // "concurrency": keyed lanes, else one at a time
 )
 
 // TestExactlyOnceChild is the consumer of TestIntegrationExactlyOnceKill; it
@@ -43,7 +44,14 @@ func TestExactlyOnceChild(t *testing.T) {
 	pid := " " + strconv.Itoa(os.Getpid()) + "\n"
 	out := os.Getenv(envEOSOut)
 	instance := os.Getenv(envInstance)
+	var conc consumer.Concurrency
+	if os.Getenv(envEOSMode) == "concurrency" {
+		// Records settle out of order; the transactions must still
+		// commit no output past a record that is not settled.
+		conc = consumer.Concurrency{Max: 8}
+	}
 	c, err := consumer.New(consumer.Config[string, eosIn]{
+		Concurrency: conc,
 		Brokers: strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
 		Logger: testLogger(t), Key: serde.String(), Value: serde.JSON[eosIn](),
 		// The same transactional id after a restart: the new process
@@ -84,6 +92,12 @@ func TestIntegrationExactlyOnceKill(t *testing.T) {
 		t.Skip("-short")
 	}
 	c := kafkatest.New(t)
+	for _, mode := range []string{"serial", "concurrency"} {
+		t.Run(mode, func(t *testing.T) { testExactlyOnceKill(t, c, mode) })
+	}
+}
+
+func testExactlyOnceKill(t *testing.T, c *kafkatest.Cluster, mode string) {
 	in, out := c.Topic(t, "eoskill-in", 4), c.Topic(t, "eoskill-out", 4)
 	group := kafkatest.UniqueName("eoskill")
 	const total = 20000
@@ -106,7 +120,7 @@ func TestIntegrationExactlyOnceKill(t *testing.T) {
 	start := func() {
 		child = exec.Command(os.Args[0], "-test.run=^TestExactlyOnceChild$", "-test.timeout=10m", "-test.v")
 		child.Env = append(os.Environ(), envEOSChild+"=1", envBrokers+"="+strings.Join(c.Brokers(), ","), envTopic+"="+in,
-			envGroup+"="+group, envLog+"="+logPath, envInstance+"=a", envEOSOut+"="+out, kafkatest.EnvBrokers+"=")
+			envGroup+"="+group, envLog+"="+logPath, envInstance+"=a", envEOSOut+"="+out, envEOSMode+"="+mode, kafkatest.EnvBrokers+"=")
 		f, err := os.OpenFile(filepath.Join(dir, "child.out"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
 			t.Fatal(err)

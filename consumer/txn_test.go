@@ -73,8 +73,17 @@ type eosIn struct {
 // outputs topic holds each good record's output once (the outputs of failed
 // tries are dropped), the dead-letter topic each poison pill once, all in
 // committed transactions, and the group's offsets are committed at the end.
+// It runs with each way records reach the handler: one at a time, keyed
+// concurrency (settled out of order, written in offset order) and a batch
+// handler.
 func TestIntegrationExactlyOnce(t *testing.T) {
 	c := kafkatest.New(t)
+	for _, mode := range []string{"serial", "concurrency", "batch"} {
+		t.Run(mode, func(t *testing.T) { testExactlyOnce(t, c, mode) })
+	}
+}
+
+func testExactlyOnce(t *testing.T, c *kafkatest.Cluster, mode string) {
 	in, out := c.Topic(t, "eos-in", 2), c.Topic(t, "eos-out", 2)
 	const n = 2000
 	recs := make([]*kgo.Record, 0, n)
@@ -89,26 +98,47 @@ func TestIntegrationExactlyOnce(t *testing.T) {
 	}
 	produce(t, manualProducer(t, c), recs...)
 	group := kafkatest.UniqueName("eos")
-	cons, err := consumer.New(consumer.Config[string, eosIn]{
+	handle := func(r *consumer.Record[string, eosIn]) error {
+		if r.Value.ID%100 == 11 {
+			if err := r.Produce(&kgo.Record{Value: []byte("no topic")}); err == nil {
+				t.Errorf("Produce of a record without a topic: no error")
+			}
+		}
+		if err := r.Produce(&kgo.Record{Topic: out, Key: []byte(r.Key), Value: []byte(strconv.Itoa(r.Value.ID))}); err != nil {
+			return err
+		}
+		if r.Value.ID%100 == 3 && r.Attempt <= 2 {
+			return failure.Transient(errors.New("flaky")) // its output is dropped
+		}
+		return nil
+	}
+	cfg := consumer.Config[string, eosIn]{
 		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: testLogger(t),
 		Key: serde.String(), Value: serde.JSON[eosIn](),
 		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 5)}}},
 		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eos-txn"), MaxRecords: 100},
-		Handler: func(_ context.Context, r *consumer.Record[string, eosIn]) error {
-			if r.Value.ID%100 == 11 {
-				if err := r.Produce(&kgo.Record{Value: []byte("no topic")}); err == nil {
-					t.Errorf("Produce of a record without a topic: no error")
+		Handler:     func(_ context.Context, r *consumer.Record[string, eosIn]) error { return handle(r) },
+	}
+	switch mode {
+	case "concurrency":
+		cfg.Concurrency = consumer.Concurrency{Max: 8}
+	case "batch":
+		cfg.Handler = nil
+		cfg.Batching = consumer.Batching{Size: 50}
+		cfg.BatchHandler = func(_ context.Context, batch []*consumer.Record[string, eosIn]) error {
+			errs := map[int]error{}
+			for i, r := range batch {
+				if err := handle(r); err != nil {
+					errs[i] = err
 				}
 			}
-			if err := r.Produce(&kgo.Record{Topic: out, Key: []byte(r.Key), Value: []byte(strconv.Itoa(r.Value.ID))}); err != nil {
-				return err
-			}
-			if r.Value.ID%100 == 3 && r.Attempt <= 2 {
-				return failure.Transient(errors.New("flaky")) // its output is dropped
+			if len(errs) > 0 {
+				return &consumer.BatchError{Errs: errs}
 			}
 			return nil
-		},
-	})
+		}
+	}
+	cons, err := consumer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,11 +196,6 @@ func TestExactlyOnceConfig(t *testing.T) {
 		field string
 		edit  func(*consumer.Config[string, string])
 	}{
-		{"ExactlyOnce", func(c *consumer.Config[string, string]) { c.Concurrency.Max = 4 }},
-		{"ExactlyOnce", func(c *consumer.Config[string, string]) {
-			c.Handler = nil
-			c.BatchHandler = func(context.Context, []*consumer.Record[string, string]) error { return nil }
-		}},
 		{"ExactlyOnce.MaxRecords", func(c *consumer.Config[string, string]) { c.ExactlyOnce.MaxRecords = -1 }},
 		{"ExactlyOnce.Interval", func(c *consumer.Config[string, string]) { c.ExactlyOnce.Interval = time.Millisecond }},
 		{"ExactlyOnce.TransactionalID", func(c *consumer.Config[string, string]) {
