@@ -52,7 +52,7 @@ func TestExactlyOnceChild(t *testing.T) {
 	}
 	c, err := consumer.New(consumer.Config[string, eosIn]{
 		Concurrency: conc,
-		Brokers: strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
+		Brokers:     strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
 		Logger: testLogger(t), Key: serde.String(), Value: serde.JSON[eosIn](),
 		// The same transactional id after a restart: the new process
 		// fences the killed one and aborts its open transaction.
