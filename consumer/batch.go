@@ -29,6 +29,14 @@ import (
 // under the policy, and when retrying is over every record of it is settled
 // by the policy's Then; a permanent one (or a panic) tries each record again
 // alone, so that a poison pill is found and settled by itself.
+//
+// With [RetryTopics], a failed record is forwarded to a tier like any other
+// (Then: RetryTopic), and the records read back from a tier are tried one at
+// a time, each when it is due, as batches of one. With per-key order (the
+// default), a batch holds at most one record of each key: a later record of
+// the key waits for the next batch, where it is parked behind the earlier
+// one if that one went to a tier. With [ExactlyOnce], the outputs each record
+// produced are written in the transaction that commits it.
 type BatchHandler[K, V any] func(ctx context.Context, batch []*Record[K, V]) error
 
 // BatchError fails some records of a batch: Errs[i] is the failure of
@@ -113,9 +121,17 @@ func (p *partition[K, V]) runBatches() {
 	size := p.c.cfg.Batching.Size
 	batch := make([]pending[K, V], 0, size)
 	var due time.Time // when the batch is handled if not full: Linger after its first record
+	// With per-key order in the retry tiers, a batch holds one record of
+	// a key: a later one joins the next batch, once the earlier one is
+	// settled or forwarded (and then it is parked behind it).
+	var keys map[string]struct{}
+	if p.fam != nil {
+		keys = map[string]struct{}{}
+	}
 	handle := func() bool {
 		ok := p.handleBatch(batch)
 		batch = batch[:0]
+		clear(keys)
 		return ok
 	}
 	for {
@@ -137,6 +153,16 @@ func (p *partition[K, V]) runBatches() {
 				return
 			}
 			p.c.stats.consumed.Add(1)
+			if keys != nil && rec.Key != nil {
+				join, ok := p.routeBatched(rec, keys, handle)
+				if !ok {
+					return
+				}
+				if !join {
+					continue
+				}
+				keys[string(rec.Key)] = struct{}{}
+			}
 			r, stage, err := p.decode(p.ctx, rec, 1, time.Time{}, 0)
 			if err != nil {
 				// Settled in offset order: the batch before it first.
@@ -158,6 +184,33 @@ func (p *partition[K, V]) runBatches() {
 		}
 		p.ledger.flush()
 	}
+}
+
+// routeBatched routes a keyed source record of a batch consumer with per-key
+// order in the retry tiers: join when it is to be processed in the batch;
+// otherwise it was parked behind an earlier record of its key in the tiers,
+// or was in them already, and is settled. The batch being built is handled
+// first (handle) when the record cannot join it: an earlier record of the
+// same key in it may yet be forwarded. ok is false when the worker must stop.
+func (p *partition[K, V]) routeBatched(rec *kgo.Record, keys map[string]struct{}, handle func() bool) (join, ok bool) {
+	if !p.fam.await(p.ctx) {
+		return false, false
+	}
+	_, dup := keys[string(rec.Key)]
+	route, tier := p.fam.route(string(rec.Key), rec.Offset)
+	if dup || route != routeProcess || p.fam.full() != nil {
+		if !handle() || !p.awaitRoom() {
+			return false, false
+		}
+		route, tier = p.fam.route(string(rec.Key), rec.Offset)
+	}
+	switch route {
+	case routeForwarded:
+		return false, p.settled(rec) // in a tier already: forwarded before a restart
+	case routePark:
+		return false, p.park(rec, &origin{rec: rec}, nil, tier)
+	}
+	return true, true
 }
 
 // lingerUntil waits until due for more records. It reports whether records

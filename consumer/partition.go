@@ -191,7 +191,9 @@ func (p *partition[K, V]) run() {
 		p.runLanes()
 		return
 	}
-	if p.c.cfg.BatchHandler != nil {
+	if p.c.cfg.BatchHandler != nil && p.tier < 0 {
+		// A retry tier's records are tried one at a time, each when it
+		// is due, as batches of one.
 		p.runBatches()
 		return
 	}

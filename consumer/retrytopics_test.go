@@ -74,11 +74,14 @@ func TestIntegrationRetryTopics(t *testing.T) {
 	}
 	t.Run("concurrency-4", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, 4, false) })
 	t.Run("exactly-once", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, 0, true) })
+	t.Run("batch", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, -1, false) })
+	t.Run("batch-exactly-once", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, -1, true) })
 }
 
 // testRetryTopics runs TestIntegrationRetryTopics. With eos, the consumer is
 // in the exactly-once mode and its handler writes one output per record it
-// processes: the outputs topic then holds each once.
+// processes: the outputs topic then holds each once. conc -1 runs the
+// handler as a BatchHandler (batches of 32, more than the keys: each key twice in a batch but for the rule; each record failing alone).
 func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos bool) {
 	c := kafkatest.New(t)
 	if proto == consumer.GroupConsumer && !c.Real() {
@@ -121,8 +124,8 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 		out = c.Topic(t, "rt-out", 2)
 		exactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("rt-txn")}
 	}
-	c1, err := consumer.New(consumer.Config[string, keyed]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc},
+	cfg := consumer.Config[string, keyed]{
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: max(conc, 0)},
 		ExactlyOnce: exactlyOnce,
 		Key:         serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
@@ -153,7 +156,24 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 			}
 			return nil
 		},
-	})
+	}
+	if conc < 0 {
+		handle := cfg.Handler
+		cfg.Handler, cfg.Batching = nil, consumer.Batching{Size: 32}
+		cfg.BatchHandler = func(ctx context.Context, batch []*consumer.Record[string, keyed]) error {
+			errs := map[int]error{}
+			for i, r := range batch {
+				if err := handle(ctx, r); err != nil {
+					errs[i] = err
+				}
+			}
+			if len(errs) > 0 {
+				return &consumer.BatchError{Errs: errs}
+			}
+			return nil
+		}
+	}
+	c1, err := consumer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
