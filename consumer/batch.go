@@ -118,6 +118,35 @@ type pending[K, V any] struct {
 func (p *partition[K, V]) runBatches() {
 	defer close(p.done)
 	defer p.drain()
+	p.batches(workerSource[K, V]{p})
+}
+
+// batchSource is where a batch loop takes its records: the partition's
+// worker (one batch at a time), or a shard of it (with Concurrency).
+type batchSource interface {
+	// take returns the records queued, nil if none.
+	take() []*kgo.Record
+	// idle waits for records; false: stop.
+	idle() bool
+	// linger waits until due for more records; it reports whether records
+	// came (false: handle the batch now, or stop).
+	linger(due time.Time) bool
+	// resumed waits while an operator pauses the partition; false: stop.
+	resumed() bool
+}
+
+// workerSource is the batch source of the partition's worker.
+type workerSource[K, V any] struct{ p *partition[K, V] }
+
+func (w workerSource[K, V]) take() []*kgo.Record       { return w.p.take() }
+func (w workerSource[K, V]) idle() bool                { return w.p.idle() }
+func (w workerSource[K, V]) linger(due time.Time) bool { return w.p.lingerUntil(due) }
+func (w workerSource[K, V]) resumed() bool             { return w.p.waitResumed() }
+
+// batches decodes the records of src as they come and handles them in
+// batches of up to Batching.Size, after at most Batching.Linger, until the
+// worker must stop.
+func (p *partition[K, V]) batches(src batchSource) {
 	size := p.c.cfg.Batching.Size
 	batch := make([]pending[K, V], 0, size)
 	var due time.Time // when the batch is handled if not full: Linger after its first record
@@ -135,21 +164,21 @@ func (p *partition[K, V]) runBatches() {
 		return ok
 	}
 	for {
-		recs := p.take()
+		recs := src.take()
 		if len(recs) == 0 {
-			if len(batch) > 0 && !p.lingerUntil(due) {
+			if len(batch) > 0 && !src.linger(due) {
 				if !handle() {
 					return
 				}
 				continue
 			}
-			if len(batch) == 0 && !p.idle() {
+			if len(batch) == 0 && !src.idle() {
 				return
 			}
 			continue
 		}
 		for _, rec := range recs {
-			if p.ctx.Err() != nil || !p.waitResumed() {
+			if p.ctx.Err() != nil || !src.resumed() {
 				return
 			}
 			p.c.stats.consumed.Add(1)
@@ -182,7 +211,9 @@ func (p *partition[K, V]) runBatches() {
 				return
 			}
 		}
-		p.ledger.flush()
+		if !p.beforeWait() {
+			return
+		}
 	}
 }
 

@@ -460,8 +460,6 @@ func (c *Config[K, V]) validate() error {
 		return configErr("Handler", "required (or BatchHandler)")
 	case c.Handler != nil && c.BatchHandler != nil:
 		return configErr("BatchHandler", "set with Handler: choose one")
-	case c.BatchHandler != nil && c.Concurrency.Max > 1:
-		return configErr("BatchHandler", "with Concurrency.Max more than 1: the two do not work together yet; choose one")
 	}
 	if err := c.Batching.validate(); err != nil {
 		return err

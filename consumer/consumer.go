@@ -80,11 +80,15 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		cfg.CommitInterval = defaultCommitInterval
 	}
 	cfg.Buffer = cfg.Buffer.withDefaults()
-	cfg.Concurrency = cfg.Concurrency.withDefaults()
 	if cfg.BatchHandler != nil {
 		cfg.Handler = oneOf(cfg.BatchHandler)
 		cfg.Batching = cfg.Batching.withDefaults()
+		if cfg.Concurrency.Max > 1 && cfg.Concurrency.Ahead == 0 {
+			// Room for a full batch in each shard, and the next.
+			cfg.Concurrency.Ahead = 2 * cfg.Concurrency.Max * cfg.Batching.Size
+		}
 	}
+	cfg.Concurrency = cfg.Concurrency.withDefaults()
 	cfg.FloodGuard = cfg.FloodGuard.withDefaults()
 	if cfg.ExactlyOnce.on() {
 		cfg.ExactlyOnce = cfg.ExactlyOnce.withDefaults()

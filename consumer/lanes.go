@@ -28,9 +28,17 @@ import (
 //
 // Everything else works as with one record at a time: the policies, the
 // dead-letter path, skip, the kill switch, the flood guard, stats, hooks and
-// revokes, and [RetryTopics] (a source partition's lanes park a key's records
-// in order). Not with it: [DurableAttempts] (the attempt count of a record
-// retried in place starts again at 1 after a restart) and a [BatchHandler].
+// revokes, [RetryTopics] (a source partition's lanes park a key's records in
+// order) and [ExactlyOnce] (records settled out of order are written into the
+// transaction in offset order). Not kept with it: [DurableAttempts] (the
+// attempt count of a record retried in place starts again at 1 after a
+// restart).
+//
+// With a [BatchHandler], a partition's records are split by key into Max
+// shards, each handling batches of its own: up to Max batches of a partition
+// run at once, and a key's records, all in one shard, are never handled at
+// once and reach the handler in offset order. Ahead then defaults to
+// 2 × Max × Batching.Size, room for a full batch in each shard and the next.
 type Concurrency struct {
 	// Max is how many records of one partition are handled at once.
 	// Optional: 0 or 1, one at a time in offset order.
@@ -40,7 +48,8 @@ type Concurrency struct {
 	Unordered bool
 	// Ahead bounds the records a partition has taken past its lowest
 	// unsettled one: being handled, waiting for their key, or settled
-	// behind it. Optional: 16 × Max.
+	// behind it. Optional: 16 × Max (with a BatchHandler,
+	// 2 × Max × Batching.Size).
 	Ahead int
 	// AheadBytes bounds the same in bytes (keys, values, headers).
 	// Optional: 16 MiB.
@@ -130,6 +139,17 @@ func (ln *lanes) signalLocked() {
 	ln.changed = make(chan struct{})
 }
 
+// changedCh returns the channel closed at the next change: a record settled
+// at the lowest slot, or a lane free.
+func (ln *lanes) changedCh() <-chan struct{} {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.changed == nil {
+		ln.changed = make(chan struct{})
+	}
+	return ln.changed
+}
+
 // room reports whether another record may be taken, and returns the channel
 // closed at the next change.
 func (ln *lanes) room(ledgerFull bool) (bool, <-chan struct{}) {
@@ -177,42 +197,10 @@ const lanesTick = 100 * time.Millisecond
 // dispatch waits for room, then hands rec to its lane. It returns false
 // when the worker must stop.
 func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
-	ln := &p.lanes
-	defer p.setHeld(false)
-	for {
-		if !p.takeSettled() {
-			return false
-		}
-		full := p.ledger.full()
-		ok, changed := ln.room(full)
-		if ok {
-			break
-		}
-		// At its Ahead bound behind a stuck record, the partition holds
-		// what it has, and its fetching pauses: it must not fill its
-		// buffer and hold back the poll loop of every partition.
-		p.setHeld(p.isStuck())
-		head, alive := p.reap()
-		if !alive {
-			return false
-		}
-		if full && head != nil {
-			if !p.awaitLetter(head, false) {
-				return false
-			}
-			continue
-		}
-		p.flush()
-		t := time.NewTimer(lanesTick)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-p.ctx.Done():
-			t.Stop()
-			return false
-		}
-		t.Stop()
+	if !p.awaitLaneRoom() {
+		return false
 	}
+	ln := &p.lanes
 	ln.mu.Lock()
 	ln.slots = append(ln.slots, slot{rec: rec})
 	ln.bytes += size(rec)
@@ -240,6 +228,52 @@ func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
 	ln.mu.Unlock()
 	ln.wg.Add(1)
 	go p.lane(key, keyed, rec)
+	return true
+}
+
+// awaitLaneRoom waits until the partition may take another record: a lane is
+// free, the records taken are under Ahead and AheadBytes, and the ledger has
+// room for a letter. Meanwhile it gives what the lanes settle to the
+// settler and marks it for commit. It returns false when the worker must
+// stop.
+func (p *partition[K, V]) awaitLaneRoom() bool {
+	ln := &p.lanes
+	defer p.setHeld(false)
+	for {
+		// Taken first: a record settled after takeSettled closes it.
+		changed := ln.changedCh()
+		if !p.takeSettled() {
+			return false
+		}
+		full := p.ledger.full()
+		if ok, _ := ln.room(full); ok {
+			break
+		}
+		// At its Ahead bound behind a stuck record, the partition holds
+		// what it has, and its fetching pauses: it must not fill its
+		// buffer and hold back the poll loop of every partition.
+		p.setHeld(p.isStuck())
+		head, alive := p.reap()
+		if !alive {
+			return false
+		}
+		if full && head != nil {
+			if !p.awaitLetter(head, false) {
+				return false
+			}
+			continue
+		}
+		p.flush()
+		t := time.NewTimer(lanesTick)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+			return false
+		}
+		t.Stop()
+	}
 	return true
 }
 
@@ -323,6 +357,8 @@ func (p *partition[K, V]) takeSettled() bool {
 // idleLanes is idle with lanes on: it also wakes when a lane settles a
 // record, to mark it for commit.
 func (p *partition[K, V]) idleLanes() bool {
+	// Taken first: a record settled after takeSettled closes it.
+	changed := p.lanes.changedCh()
 	if !p.takeSettled() {
 		return false
 	}
@@ -332,7 +368,6 @@ func (p *partition[K, V]) idleLanes() bool {
 	if !ok {
 		return false
 	}
-	_, changed := p.lanes.room(false)
 	if head == nil {
 		select {
 		case <-p.ctx.Done():

@@ -186,14 +186,21 @@ func (p *partition[K, V]) take() []*kgo.Record {
 	return q
 }
 
+// run is the partition's worker. How records reach the handler is chosen
+// here, once: one at a time, in keyed lanes (Concurrency), in batches
+// (BatchHandler), or in batches of key shards (both). A retry tier's records
+// are tried one record per call, each when it is due: with a BatchHandler,
+// as batches of one.
 func (p *partition[K, V]) run() {
-	if p.lanes.on() {
+	batches := p.c.cfg.BatchHandler != nil && p.tier < 0
+	switch {
+	case p.lanes.on() && batches:
+		p.runShards()
+		return
+	case p.lanes.on():
 		p.runLanes()
 		return
-	}
-	if p.c.cfg.BatchHandler != nil && p.tier < 0 {
-		// A retry tier's records are tried one at a time, each when it
-		// is due, as batches of one.
+	case batches:
 		p.runBatches()
 		return
 	}

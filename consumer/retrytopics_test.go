@@ -76,12 +76,14 @@ func TestIntegrationRetryTopics(t *testing.T) {
 	t.Run("exactly-once", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, 0, true) })
 	t.Run("batch", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, -1, false) })
 	t.Run("batch-exactly-once", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, -1, true) })
+	t.Run("batch-concurrency-4", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, -4, false) })
+	t.Run("batch-concurrency-4-exactly-once", func(t *testing.T) { testRetryTopics(t, consumer.GroupClassic, -4, true) })
 }
 
 // testRetryTopics runs TestIntegrationRetryTopics. With eos, the consumer is
 // in the exactly-once mode and its handler writes one output per record it
-// processes: the outputs topic then holds each once. conc -1 runs the
-// handler as a BatchHandler (batches of 32, more than the keys: each key twice in a batch but for the rule; each record failing alone).
+// processes: the outputs topic then holds each once. conc -n runs the
+// handler as a BatchHandler with Concurrency.Max n (batches of 32, more than the keys: each key twice in a batch but for the rule; each record failing alone).
 func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos bool) {
 	c := kafkatest.New(t)
 	if proto == consumer.GroupConsumer && !c.Real() {
@@ -160,6 +162,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 	if conc < 0 {
 		handle := cfg.Handler
 		cfg.Handler, cfg.Batching = nil, consumer.Batching{Size: 32}
+		cfg.Concurrency = consumer.Concurrency{Max: -conc}
 		cfg.BatchHandler = func(ctx context.Context, batch []*consumer.Record[string, keyed]) error {
 			errs := map[int]error{}
 			for i, r := range batch {

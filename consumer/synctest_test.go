@@ -311,3 +311,81 @@ func TestConcurrencyTierLaneLeavesLettersToWorker(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchConcurrency: with a BatchHandler and Concurrency, batches of a
+// partition run at once, a key's records are never handled at once, and
+// they reach the handler in offset order.
+func TestBatchConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		topic := c.Topic(t, "batchconc", 1)
+		const keys, perKey = 16, 30
+		var recs []*kgo.Record
+		for seq := range perKey {
+			for k := range keys {
+				recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(fmt.Sprint(seq))})
+			}
+		}
+		produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
+
+		var mu sync.Mutex
+		running, most, calls := 0, 0, 0
+		last := map[string]int{}
+		inFlight := map[string]bool{}
+		var problems []string
+		cfg := virtualConfig(t, c, topic, serde.String())
+		cfg.Key = serde.String()
+		cfg.Concurrency = consumer.Concurrency{Max: 4}
+		cfg.Batching = consumer.Batching{Size: 20, Linger: 10 * time.Millisecond}
+		cfg.BatchHandler = func(_ context.Context, batch []*consumer.Record[string, string]) error {
+			mu.Lock()
+			running++
+			calls++
+			most = max(most, running)
+			mine := map[string]bool{}
+			for _, r := range batch {
+				var seq int
+				fmt.Sscan(r.Value, &seq)
+				if inFlight[r.Key] && !mine[r.Key] {
+					problems = append(problems, fmt.Sprintf("%s handled in two batches at once", r.Key))
+				}
+				inFlight[r.Key], mine[r.Key] = true, true
+				if prev, ok := last[r.Key]; ok && seq != prev+1 {
+					problems = append(problems, fmt.Sprintf("%s: seq %d after %d", r.Key, seq, prev))
+				}
+				last[r.Key] = seq
+			}
+			mu.Unlock()
+			time.Sleep(100 * time.Millisecond) // a bulk request
+			mu.Lock()
+			for k := range mine {
+				delete(inFlight, k)
+			}
+			running--
+			mu.Unlock()
+			return nil
+		}
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if s := cons.Stats(); s.Processed != keys*perKey {
+			t.Errorf("processed %d, want %d", s.Processed, keys*perKey)
+		}
+		if most < 2 {
+			t.Errorf("at most %d batch running at once in %d calls; want batches at once", most, calls)
+		}
+		if len(problems) > 0 {
+			t.Errorf("%d problems, first: %s", len(problems), problems[0])
+		}
+		t.Logf("%d batch calls, at most %d at once", calls, most)
+	})
+}

@@ -159,7 +159,16 @@ type txn struct {
 	reopened   chan struct{} // closed when the commit is over
 
 	committed, aborted uint64
+
+	checked time.Time // the last fence check (checkFenced); the poll goroutine's
 }
+
+// fenceCheckEvery is how often an exactly-once consumer with nothing to
+// write asks the transaction coordinator whether another member took its
+// transactional id. A member learns that it is fenced when it writes or ends
+// a transaction; one with nothing to write (its partitions went to the member
+// that fenced it) would otherwise stay in the group for ever, unnoticed.
+const fenceCheckEvery = 5 * time.Second
 
 // queued is a record settled while a commit ran, with its writes.
 type queued struct {
@@ -587,10 +596,59 @@ func (c *Consumer[K, V]) beginTxns(runCtx context.Context) {
 	}
 }
 
-// commitDue commits the open transaction when it is due.
+// commitDue commits the open transaction when it is due; while it holds
+// nothing, it checks now and then that this member is not fenced.
 func (c *Consumer[K, V]) commitDue(ctx context.Context) {
-	if t := c.txn; t != nil && t.isDue() {
+	t := c.txn
+	if t == nil {
+		return
+	}
+	if t.isDue() {
 		c.commitTxn(ctx)
+		return
+	}
+	c.checkFenced(ctx)
+}
+
+// checkFenced halts the consumer when the transaction coordinator holds
+// another producer (or a later epoch) for its transactional id: another
+// member started with the same id and fenced this one. It runs on the poll
+// goroutine, at most every fenceCheckEvery, while the open transaction holds
+// nothing (one that holds records learns it at its end).
+func (c *Consumer[K, V]) checkFenced(ctx context.Context) {
+	t := c.txn
+	if time.Since(t.checked) < fenceCheckEvery {
+		return
+	}
+	t.mu.Lock()
+	idle := t.settled == 0 && !t.committing
+	t.mu.Unlock()
+	if !idle {
+		return
+	}
+	t.checked = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DeadLetter.WriteTimeout)
+	defer cancel()
+	id, epoch, err := c.cl.ProducerID(ctx)
+	if err != nil {
+		if fatalTxn(err) {
+			c.halt(txnHalt(err))
+		}
+		return
+	}
+	described, err := c.dlq.adm.DescribeTransactions(ctx, t.cfg.TransactionalID)
+	if err != nil {
+		return // checked again later
+	}
+	d, ok := described[t.cfg.TransactionalID]
+	if !ok || d.Err != nil {
+		return
+	}
+	if d.ProducerID != id || d.ProducerEpoch > epoch {
+		c.log.Error("another member took this member's transactional id: halting", "transactional_id", t.cfg.TransactionalID,
+			"producer_id", id, "epoch", epoch, "coordinator_producer_id", d.ProducerID, "coordinator_epoch", d.ProducerEpoch)
+		c.halt(txnHalt(fmt.Errorf("fenced while idle: the coordinator holds producer %d epoch %d, this member %d epoch %d: %w",
+			d.ProducerID, d.ProducerEpoch, id, epoch, kerr.ProducerFenced)))
 	}
 }
 
