@@ -57,6 +57,10 @@
 // record by record to find the poison pill (permanent, or a panic). Records
 // that cannot be decoded are settled before the batch and never reach it.
 //
+// With a [BatchHandler] and Concurrency, a partition's records are split by
+// key into Max shards that each run batches: up to Max batches at once, a
+// key's records in one shard, in offset order.
+//
 // # Exactly once
 //
 // A consumer that writes its results to Kafka can write them, its dead
@@ -66,7 +70,47 @@
 // handler returns nil; a transaction is committed every MaxRecords settled
 // records or Interval, and one that cannot commit is aborted and its records
 // handled again. A read_committed reader of the outputs sees each once,
-// whatever crashes. See [ExactlyOnce] for what it does not combine with.
+// whatever crashes. It combines with every way of reaching the handler.
+//
+// # Modes, and what each combination guarantees
+//
+// How records reach the handler is chosen once per partition: one at a time,
+// keyed lanes ([Concurrency]), batches ([BatchHandler]), or batches in key
+// shards (both). How a settled record is recorded is chosen once too: the
+// commit ledger, or the transaction ([ExactlyOnce]). [RetryTopics] and
+// [DurableAttempts] serve every one of them. Every combination works:
+//
+//	how records reach       order the handler sees          a crash repeats (commit ledger)
+//	one at a time           partition, offset order         unsettled records, and settled
+//	                                                        ones not committed yet
+//	Concurrency             key, offset order               the same, and records of other
+//	                                                        keys settled past the lowest
+//	                                                        unsettled one
+//	BatchHandler            partition, offset order; a      the same as one at a time
+//	                        record failed in a batch is
+//	                        retried after its batch
+//	BatchHandler and        key, offset order, as above     the same as Concurrency
+//	Concurrency
+//
+//	with                    adds
+//	ExactlyOnce             outputs, dead letters and offsets in one transaction: a crash
+//	                        may run the handler again, but a read_committed reader sees
+//	                        each output once; records settled out of order are written
+//	                        in offset order
+//	RetryTopics             the partition moves on while a record waits in a tier; per-key
+//	                        order is kept (a batch holds one record of a key); a crash may
+//	                        try a tier copy once more
+//	DurableAttempts         the attempt count of a record retried in place survives a
+//	                        restart; not kept with Concurrency (records of many keys
+//	                        retry at once, and the state is one entry per partition) nor
+//	                        with ExactlyOnce (the state is written outside the transaction)
+//
+// In every mode nothing is lost: a record is processed, dead-lettered or
+// skipped before any offset passes it. The integration tests run each
+// combination on kfake and on a real broker: TestIntegrationExactlyOnce and
+// TestIntegrationExactlyOnceKill (each way of reaching the handler with
+// transactions), TestIntegrationRetryTopics (tiers with each of them, and
+// with transactions), TestBatchConcurrency, TestIntegrationDurableAttempts.
 //
 // # Memory
 //
