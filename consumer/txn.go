@@ -168,7 +168,7 @@ type txn struct {
 // transactional id. A member learns that it is fenced when it writes or ends
 // a transaction; one with nothing to write (its partitions went to the member
 // that fenced it) would otherwise stay in the group for ever, unnoticed.
-const fenceCheckEvery = 5 * time.Second
+const fenceCheckEvery = 2 * time.Second
 
 // queued is a record settled while a commit ran, with its writes.
 type queued struct {

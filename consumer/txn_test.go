@@ -242,6 +242,36 @@ func eosConsumer(t *testing.T, c *kafkatest.Cluster, in, out, group, txid string
 	return cons
 }
 
+// TestIntegrationExactlyOnceIdle: a member whose transactions committed and
+// that then has nothing to write checks now and then that it is not fenced
+// (see TestIntegrationExactlyOnceFenced); a healthy one is never taken for
+// fenced, and goes on when records come.
+func TestIntegrationExactlyOnceIdle(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out := c.Topic(t, "eosidle-in", 1), c.Topic(t, "eosidle-out", 1)
+	const n = 100
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
+	}
+	prod := manualProducer(t, c)
+	produce(t, prod, recs[:n/2]...)
+	group := kafkatest.UniqueName("eosidle")
+	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eosidle-txn"))
+	stop := runConsumer(t, cons)
+	waitFor(t, time.Minute, "the first half processed", func() bool { return cons.Stats().Processed >= n/2 })
+	time.Sleep(5 * time.Second) // idle: two fence checks, and the workload's pause
+	if !cons.Stats().Running {
+		t.Fatal("the idle member stopped")
+	}
+	produce(t, prod, recs[n/2:]...)
+	waitFor(t, time.Minute, "the second half processed", func() bool { return cons.Stats().Processed >= n })
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkOutputsOrLetters(t, c, in, out, n, 0)
+}
+
 // TestExactlyOnceFailedOutput: the first produce of an output fails (a
 // non-retryable error from the broker, once). The transaction is aborted,
 // its records are handled again from the committed offsets and written
