@@ -259,11 +259,12 @@ func (p *partition[K, V]) reap() (*letter, bool) {
 	}
 }
 
-// settleLetter records that rec is settled by its dead letter l, and reaps
-// the letters already acknowledged. When too many letters are in flight, it
-// waits for the oldest. It returns false when the worker must stop.
+// settleLetter writes l, the letter that settles rec (a dead letter, or a
+// forward to a retry tier), as the settler writes letters, and hands rec
+// over as settled by it. It returns false when the worker must stop.
 func (p *partition[K, V]) settleLetter(rec *kgo.Record, l *letter) bool {
 	l.at = rec.Offset
+	p.settler.start(l)
 	return p.handoff(rec, nil, l)
 }
 
@@ -581,7 +582,7 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 		}
 	}
 	stage, err := p.try(p.ctx, o, attempt, first)
-	if err == nil && c.txn != nil {
+	if err == nil {
 		err = p.outputFailed(rec)
 	}
 	if err == nil {

@@ -759,9 +759,6 @@ func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.S
 		o.keyed = true
 		p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
 	}
-	if c.txn == nil { // else written in the transaction by settleLetter
-		c.dlq.send(p.ctx, l)
-	}
 	return p.settleLetter(rec, l)
 }
 
@@ -779,9 +776,6 @@ func (p *partition[K, V]) park(rec *kgo.Record, o *origin, prev *deadletter.Fail
 	}
 	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, o.forwards+1, time.Now(), true), kindParked)
 	p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
-	if p.c.txn == nil { // else written in the transaction by settleLetter
-		p.c.dlq.send(p.ctx, l)
-	}
 	return p.settleLetter(rec, l)
 }
 

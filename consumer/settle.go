@@ -115,7 +115,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			}
 			attempt++
 			stage, err = p.try(rctx, o, attempt, first)
-			if err == nil && c.txn != nil {
+			if err == nil {
 				err = p.outputFailed(rec)
 			}
 			if err != nil && p.ctx.Err() == nil && !p.lanes.on() {
@@ -188,14 +188,8 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	}
 	p.floodAdd(true)
 	p.untrack(o)
-	// The write is asynchronous: the partition goes on while it is in
-	// flight, and its offset is marked only once it is acknowledged. In
-	// the exactly-once mode, settleLetter writes it in the transaction.
 	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err)
 	l.class, l.attempts = class, attempts
-	if c.txn == nil {
-		c.dlq.send(p.ctx, l)
-	}
 	return p.settleLetter(rec, l)
 }
 

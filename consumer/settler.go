@@ -17,6 +17,12 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // the lanes hand what they settle to the worker (lanes.go), and never touch
 // either. Each method returns false when the worker must stop.
 type settler interface {
+	// start begins writing a letter, as soon as it is made: the commit
+	// ledger writes it at once and goes on while it is in flight (the
+	// offset moves past it once it is acknowledged); the transaction
+	// writes it when its record is settled, in offset order. It is safe
+	// to call from a lane.
+	start(l *letter)
 	// done records a record settled without a letter: processed (out are
 	// its handler's outputs, in the exactly-once mode) or skipped.
 	done(rec *kgo.Record, out []*kgo.Record) bool
@@ -34,6 +40,8 @@ func newSettler[K, V any](p *partition[K, V]) settler {
 
 // ledgerSettler settles into the commit ledger.
 type ledgerSettler[K, V any] struct{ p *partition[K, V] }
+
+func (s ledgerSettler[K, V]) start(l *letter) { s.p.c.dlq.send(s.p.ctx, l) }
 
 func (s ledgerSettler[K, V]) done(rec *kgo.Record, _ []*kgo.Record) bool {
 	if s.p.ledger.done(rec) {
@@ -64,6 +72,8 @@ func (s ledgerSettler[K, V]) letter(rec *kgo.Record, l *letter) bool {
 
 // txnSettler settles into the open transaction.
 type txnSettler[K, V any] struct{ p *partition[K, V] }
+
+func (txnSettler[K, V]) start(*letter) {}
 
 func (s txnSettler[K, V]) done(rec *kgo.Record, out []*kgo.Record) bool {
 	p := s.p
