@@ -473,7 +473,7 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 	c.stopPartitions(revoked)
 	c.forgetPauses(revoked)
 	if c.tiers != nil {
-		c.tiers.drop(revoked)
+		c.tiers.drop(revoked, c.owns)
 	}
 	// In the exactly-once mode, offsets are committed only in the
 	// transactions: the open one is aborted (franz-go's
@@ -495,7 +495,7 @@ func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[strin
 	c.stopPartitions(lost)
 	c.forgetPauses(lost)
 	if c.tiers != nil {
-		c.tiers.drop(lost)
+		c.tiers.drop(lost, c.owns)
 	}
 	if len(lost) > 0 {
 		c.log.Warn("partitions lost", "partitions", lost)
@@ -596,6 +596,13 @@ func (c *Consumer[K, V]) Resume(topic string, part int32) error {
 		c.log.Warn("partition resumed by an operator", "topic", topic, "partition", part)
 	}
 	return nil
+}
+
+// owns reports whether this member has a worker for topic/part.
+func (c *Consumer[K, V]) owns(topic string, part int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.parts[tp{topic, part}] != nil
 }
 
 func (c *Consumer[K, V]) owned(topic string, part int32) (*partition[K, V], error) {

@@ -103,8 +103,8 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 	}
 	if c.tiers != nil && c.tiers.ordered {
 		f, created := c.tiers.family(p.source, p.part)
-		if created { // not by the assignment: rebuilt here
-			go c.tiers.rebuild(p.ctx, map[tp]*family{{p.source, p.part}: f}, c.log.Warn)
+		if created { // not by the assignment: rebuilt here, for every worker that shares it
+			go c.tiers.rebuild(c.runCtx, map[tp]*family{{p.source, p.part}: f}, c.log.Warn)
 		}
 		p.fam = f
 	}

@@ -281,15 +281,24 @@ func (t *tiers) reset(ctx context.Context, log func(msg string, args ...any)) {
 	}
 }
 
-// drop forgets the families of revoked source partitions.
-func (t *tiers) drop(m map[string][]int32) {
+// drop forgets the families of revoked source partitions, but for those
+// some of whose tier partitions this member still owns (held reports it):
+// their workers go on using the family, which is rebuilt when the source
+// partition comes back (assignTiers).
+func (t *tiers) drop(m map[string][]int32, held func(topic string, part int32) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range m {
 		if _, tier := t.byTopic[topic]; tier {
 			continue
 		}
+	next:
 		for _, p := range ps {
+			for _, n := range t.names[topic] {
+				if held(n, p) {
+					continue next
+				}
+			}
 			delete(t.fams, tp{topic, p})
 		}
 	}
@@ -300,9 +309,8 @@ func (t *tiers) drop(m map[string][]int32) {
 // in order. It is shared by the workers of the source partition and of its
 // tier partitions.
 type family struct {
-	ready chan struct{} // closed when rebuilt
-
-	mu   sync.Mutex
+	mu    sync.Mutex
+	ready chan struct{} // closed when rebuilt; replaced by reset
 	keys map[string][]entry
 	n    int
 	max  int
@@ -320,6 +328,8 @@ func newFamily(max int) *family {
 }
 
 func (f *family) markReady() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	select {
 	case <-f.ready:
 	default:
@@ -327,10 +337,25 @@ func (f *family) markReady() {
 	}
 }
 
-// await waits until the family is rebuilt. It returns false when ctx ends.
-func (f *family) await(ctx context.Context) bool {
+// reset makes the family not ready, to be rebuilt: the workers that share it
+// wait for the rebuild.
+func (f *family) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	select {
 	case <-f.ready:
+		f.ready = make(chan struct{})
+	default: // not ready: its waiters wait for this channel
+	}
+}
+
+// await waits until the family is rebuilt. It returns false when ctx ends.
+func (f *family) await(ctx context.Context) bool {
+	f.mu.Lock()
+	ready := f.ready
+	f.mu.Unlock()
+	select {
+	case <-ready:
 		return true
 	case <-ctx.Done():
 		return false
@@ -895,11 +920,22 @@ func (c *Consumer[K, V]) assignTiers(assigned map[string][]int32) {
 	c.warnSplit(assigned)
 	for topic, ps := range assigned {
 		src := topic
-		if ti, ok := t.byTopic[topic]; ok {
-			src = ti.source
+		_, tier := t.byTopic[topic]
+		if tier {
+			src = t.byTopic[topic].source
 		}
 		for _, p := range ps {
-			if f, created := t.family(src, p); created {
+			f, created := t.family(src, p)
+			switch {
+			case created:
+				fams[tp{src, p}] = f
+			case !tier:
+				// The source partition comes back to a family its
+				// tier partitions kept here: while another member
+				// had it, that member forwarded and parked records
+				// this family does not know. Rebuilt in place: the
+				// tier workers share it.
+				f.reset()
 				fams[tp{src, p}] = f
 			}
 		}
