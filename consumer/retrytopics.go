@@ -311,10 +311,10 @@ func (t *tiers) drop(m map[string][]int32, held func(topic string, part int32) b
 type family struct {
 	mu    sync.Mutex
 	ready chan struct{} // closed when rebuilt; replaced by reset
-	keys map[string][]entry
-	n    int
-	max  int
-	room chan struct{} // closed when n drops under max; nil while nobody waits
+	keys  map[string][]entry
+	n     int
+	max   int
+	room  chan struct{} // closed when n drops under max; nil while nobody waits
 }
 
 type entry struct {
