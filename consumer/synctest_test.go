@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
@@ -387,5 +389,68 @@ func TestBatchConcurrency(t *testing.T) {
 			t.Errorf("%d problems, first: %s", len(problems), problems[0])
 		}
 		t.Logf("%d batch calls, at most %d at once", calls, most)
+	})
+}
+
+// Defect: an exactly-once consumer halted after a cluster outage ("ending a
+// transaction: context deadline exceeded"), and only a supervisor's restart
+// brought it back. An abort the cluster did not confirm is tried again until
+// it is: the consumer recovers by itself, and every output is committed once.
+func TestExactlyOnceRecoversFromOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		in, out := c.Topic(t, "eosout-in", 1), c.Topic(t, "eosout-out", 1)
+		const n = 200
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}
+		}
+		prod := c.Client(t, kgo.ProducerLinger(0))
+		produce(t, prod, recs[:n/2]...)
+
+		var outage atomic.Bool
+		c.Fake().Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake().KeepControl()
+			if outage.Load() {
+				return nil, errors.New("the cluster is down"), true // the connection is closed
+			}
+			return nil, nil, false
+		})
+		var handled atomic.Int64
+		cfg := virtualConfig(t, c, in, serde.String())
+		cfg.DeadLetter.WriteTimeout = 2 * time.Second
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosout-txn"), MaxRecords: 20}
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
+			handled.Add(1)
+			time.Sleep(10 * time.Millisecond)
+			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
+		}
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		for handled.Load() < n/4 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		outage.Store(true)
+		time.Sleep(15 * time.Second)
+		outage.Store(false)
+		produce(t, prod, recs[n/2:]...)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		st := cons.Stats()
+		if !st.Running || st.Halted != 0 {
+			t.Fatalf("the consumer did not ride out the outage: running %v, halted %d", st.Running, st.Halted)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if st.TransactionsAborted == 0 {
+			t.Errorf("no transaction was aborted: the outage did not land inside one")
+		}
+		checkOutputsOrLetters(t, c, in, out, n, 0)
+		t.Logf("%d handler calls for %d records; %d transactions committed, %d aborted", handled.Load(), n, st.TransactionsCommitted, st.TransactionsAborted)
 	})
 }

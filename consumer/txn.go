@@ -47,9 +47,14 @@ import (
 // again. A record whose write fails in 3 transactions in a row is settled by
 // its policy: an output's failure is a permanent failure of the record, a
 // dead letter's goes to DeadLetterConfig.Unwritable. Such aborts wait a
-// little longer each time (up to 5s). A transaction whose end has an unknown
-// outcome halts the consumer (a *HaltError): a restart reads the group's
-// offsets from the broker.
+// little longer each time (up to 5s). While the cluster cannot be reached,
+// writes fail and their transaction is aborted; an abort the cluster does not
+// confirm is tried again until it does, and the consumer goes on by itself
+// from the committed offsets (nothing of an aborted transaction is seen). A
+// commit whose outcome is unknown (the cluster went away between the flush
+// and the end of the transaction) halts the consumer with a *HaltError: it
+// may have committed, and a restart reads the group's offsets from the
+// broker.
 //
 // What is counted in [Stats] includes the work of aborted transactions:
 // a record handled again after an abort is counted again.
@@ -441,7 +446,13 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 // begin and end. It reports whether the transaction was aborted, in which
 // case the caller must drop every record it holds: the client goes back to
 // the committed offsets. A fatal error (the producer was fenced) is returned.
-func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err error) {
+//
+// An abort whose end the cluster did not confirm (it is unreachable) is
+// tried again until it is, or until ctx ends: nothing of an aborted
+// transaction can have been committed, so the consumer goes on from the
+// committed offsets once the cluster answers. A commit whose end is not
+// confirmed is returned as an error: it may have committed.
+func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration) (aborted bool, err error) {
 	t.mu.Lock()
 	empty := t.settled == 0 && len(t.letters) == 0 && len(t.failed) == 0
 	t.mu.Unlock()
@@ -480,6 +491,9 @@ func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err e
 	ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 	committed, err := t.sess.End(kgo.PreTxnCommitFnContext(ectx, t.rewrite(marks)), try)
 	cancel()
+	if err != nil && try == kgo.TryAbort && !fatalTxn(err) {
+		err = t.abortUntilDone(ctx, timeout, err)
+	}
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
 	writeAbort := !committed && len(t.failed) > 0
@@ -534,6 +548,27 @@ func (t *txn) commit(cl *kgo.Client, timeout time.Duration) (aborted bool, err e
 		return !committed, berr
 	}
 	return !committed, nil
+}
+
+// abortUntilDone ends, as an abort, a transaction whose abort was not
+// confirmed (err), waiting a little longer each time, until the cluster
+// confirms it, the error is fatal, or ctx ends. franz-go aborts an
+// unconfirmed end by loading the producer id again, which fences whatever
+// is still open of it at the broker.
+func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err error) error {
+	for attempt := 1; ; attempt++ {
+		wait := min(time.Duration(attempt)*time.Second, 10*time.Second)
+		t.log.Warn("aborting a transaction: the cluster did not confirm it; trying again", "attempt", attempt, "wait", wait.String(), "err", err)
+		if backoff.Sleep(ctx, wait) != nil {
+			return err
+		}
+		ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
+		_, err = t.sess.End(ectx, kgo.TryAbort)
+		cancel()
+		if err == nil || fatalTxn(err) {
+			return err
+		}
+	}
 }
 
 // fatalTxn reports whether a transaction error means this member can no
@@ -658,7 +693,7 @@ func (c *Consumer[K, V]) checkFenced(ctx context.Context) {
 func (c *Consumer[K, V]) commitTxn(ctx context.Context) {
 	t := c.txn
 	t.begin()
-	aborted, err := t.commit(c.cl, c.cfg.DeadLetter.WriteTimeout)
+	aborted, err := t.commit(c.runCtx, c.cl, c.cfg.DeadLetter.WriteTimeout)
 	if aborted {
 		c.stopAll()
 		if c.tiers != nil {
