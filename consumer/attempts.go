@@ -21,14 +21,17 @@ import (
 // place across restarts and rebalances: without it, a record that failed 9 of
 // its 10 tries starts again at 1 after a crash.
 //
-// A partition retrying in place is stuck on its oldest unsettled record, so
-// one entry per partition is enough: a compacted topic, keyed by
-// "topic/partition", holds the offset, the attempts so far and the time of
-// the first failure of the record each partition is retrying. An entry is
-// written only when a record has failed twice or more (the success path never
-// writes), and deleted (a tombstone) once the record is settled. When
-// partitions are assigned, the consumer reads the topic, and a partition whose
-// first record is the one in its entry goes on counting from there.
+// A compacted topic, keyed by "topic/partition/offset", holds the attempts so
+// far and the time of the first failure of each record retrying in place:
+// one per partition handling one record at a time, one per key retrying with
+// [Concurrency]. An entry is written only when a record has failed twice or
+// more (the success path never writes), and deleted (a tombstone) once the
+// record is settled. When partitions are assigned, the consumer reads the
+// topic, and a record that has an entry goes on counting from there. Entries
+// of an earlier version, keyed by "topic/partition", are read too.
+//
+// Not kept in the exactly-once mode: the state is written outside the
+// transactions.
 //
 // Writes are asynchronous and best effort: a lost write only loses count, never
 // a record (a failed write is logged).
@@ -84,8 +87,30 @@ func decodeAttempt(b []byte) (attemptEntry, error) {
 	return e, nil
 }
 
-func attemptKey(topic string, part int32) []byte {
-	return []byte(topic + "/" + strconv.Itoa(int(part)))
+func attemptKey(topic string, part int32, offset int64) []byte {
+	return []byte(topic + "/" + strconv.Itoa(int(part)) + "/" + strconv.FormatInt(offset, 10))
+}
+
+// parseAttemptKey splits a state key: "topic/partition/offset", or
+// "topic/partition" (an earlier version's, whose offset is in the value;
+// offset -1). Topic names hold no "/".
+func parseAttemptKey(k string) (prefix string, offset int64, ok bool) {
+	topic, rest, ok := strings.Cut(k, "/")
+	if !ok || topic == "" {
+		return "", 0, false
+	}
+	part, off, hasOff := strings.Cut(rest, "/")
+	if _, err := strconv.ParseInt(part, 10, 32); err != nil {
+		return "", 0, false
+	}
+	if !hasOff {
+		return k, -1, true
+	}
+	o, err := strconv.ParseInt(off, 10, 64)
+	if err != nil || o < 0 {
+		return "", 0, false
+	}
+	return topic + "/" + part, o, true
 }
 
 // attempts writes and reads the state topic.
@@ -102,7 +127,7 @@ type attempts struct {
 	created  bool
 
 	mu     sync.Mutex
-	resume map[tp]attemptEntry // read at assignment, taken by new partition workers
+	resume map[tp]map[int64]attemptEntry // read at assignment, taken by new partition workers
 }
 
 // save records that rec has failed attempts times since first.
@@ -110,16 +135,16 @@ func (a *attempts) save(rec *kgo.Record, attempts int, first time.Time) {
 	if a.topic == "" {
 		return
 	}
-	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition),
+	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition, rec.Offset),
 		Value: attemptEntry{offset: rec.Offset, attempts: attempts, first: first}.encode()})
 }
 
-// clear deletes the entry of rec's partition: its record is settled.
+// clear deletes the entry of rec: it is settled.
 func (a *attempts) clear(rec *kgo.Record) {
 	if a.topic == "" {
 		return
 	}
-	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition)}) // a tombstone
+	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition, rec.Offset)}) // a tombstone
 }
 
 func (a *attempts) produce(r *kgo.Record) {
@@ -179,7 +204,7 @@ func (a *attempts) load(ctx context.Context, assigned map[string][]int32) {
 	want := map[string]tp{}
 	for t, ps := range assigned {
 		for _, p := range ps {
-			want[string(attemptKey(t, p))] = tp{t, p}
+			want[t+"/"+strconv.Itoa(int(p))] = tp{t, p}
 		}
 	}
 	found, err := a.read(ctx, want)
@@ -190,14 +215,16 @@ func (a *attempts) load(ctx context.Context, assigned map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.resume == nil {
-		a.resume = make(map[tp]attemptEntry)
+		a.resume = make(map[tp]map[int64]attemptEntry)
 	}
-	for k, e := range found {
-		a.resume[k] = e
+	for k, es := range found {
+		a.resume[k] = es
 	}
 }
 
-func (a *attempts) read(ctx context.Context, want map[string]tp) (map[tp]attemptEntry, error) {
+// read returns the entries of the partitions in want (by "topic/partition"),
+// by record offset.
+func (a *attempts) read(ctx context.Context, want map[string]tp) (map[tp]map[int64]attemptEntry, error) {
 	ends, err := a.adm.ListEndOffsets(ctx, a.topic)
 	if err != nil {
 		return nil, err
@@ -215,7 +242,7 @@ func (a *attempts) read(ctx context.Context, want map[string]tp) (map[tp]attempt
 		return nil, err
 	}
 	defer cl.Close()
-	found := map[tp]attemptEntry{}
+	found := map[tp]map[int64]attemptEntry{}
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -226,17 +253,27 @@ func (a *attempts) read(ctx context.Context, want map[string]tp) (map[tp]attempt
 			if r.Offset >= end.Offset-1 {
 				done = true
 			}
-			k, ok := want[string(r.Key)]
-			if !ok {
+			prefix, off, ok := parseAttemptKey(string(r.Key))
+			k, wanted := want[prefix]
+			if !ok || !wanted {
 				return
 			}
 			if r.Value == nil {
-				delete(found, k)
+				if off < 0 {
+					delete(found, k) // an earlier version's: one entry per partition
+				} else {
+					delete(found[k], off)
+				}
 				return
 			}
-			if e, err := decodeAttempt(r.Value); err == nil {
-				found[k] = e
+			e, err := decodeAttempt(r.Value)
+			if err != nil || (off >= 0 && e.offset != off) {
+				return
 			}
+			if found[k] == nil {
+				found[k] = map[int64]attemptEntry{}
+			}
+			found[k][e.offset] = e
 		})
 		if done {
 			return found, nil
@@ -244,11 +281,11 @@ func (a *attempts) read(ctx context.Context, want map[string]tp) (map[tp]attempt
 	}
 }
 
-// take returns, and forgets, the entry of a partition.
-func (a *attempts) take(t string, p int32) (attemptEntry, bool) {
+// take returns, and forgets, the entries of a partition, by offset.
+func (a *attempts) take(t string, p int32) map[int64]attemptEntry {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	e, ok := a.resume[tp{t, p}]
+	es := a.resume[tp{t, p}]
 	delete(a.resume, tp{t, p})
-	return e, ok
+	return es
 }

@@ -59,9 +59,10 @@ type partition[K, V any] struct {
 	// newPartition.
 	handoff    func(rec *kgo.Record, out []*kgo.Record, l *letter) bool
 	beforeWait func() bool
-	// resume is the retry state of the partition's first record, read from
-	// the durable attempts at assignment; nil once the first record is seen.
-	retryState *attemptEntry
+	// retries are the attempts so far of the records that were retrying
+	// in place when the partition was last owned, by offset, read from the
+	// durable attempts at assignment. Read-only (the lanes read it too).
+	retries map[int64]attemptEntry
 
 	// With retry topics: the partition's source topic (its own, or the
 	// one whose tier it is), its tier index (-1 for a source partition),
@@ -114,9 +115,7 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 		p.floodWin.dead = make([]bool, c.cfg.FloodGuard.Window)
 	}
 	p.lanes.cfg = c.cfg.Concurrency
-	if e, ok := c.attempts.take(topic, part); ok && !p.lanes.on() {
-		p.retryState = &e
-	}
+	p.retries = c.attempts.take(topic, part)
 	mark := func(r *kgo.Record) { c.cl.MarkCommitRecords(r) }
 	if c.txn != nil {
 		mark = func(*kgo.Record) {} // the transaction marks (txn.settle)
@@ -572,14 +571,9 @@ type origin struct {
 // attempts.
 func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first time.Time) bool {
 	c := p.c
-	if r := p.retryState; r != nil && rec.Offset >= r.offset {
-		// Records before it may come first: their commit had not
-		// been made when the consumer stopped.
-		p.retryState = nil
-		if r.offset == rec.Offset && r.attempts >= attempt { // the record retrying before the restart
-			attempt, first, o.saved = r.attempts+1, r.first, true
-			p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
-		}
+	if r, ok := p.retries[rec.Offset]; ok && r.attempts >= attempt { // a record retrying before the restart
+		attempt, first, o.saved = r.attempts+1, r.first, true
+		p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
 	}
 	stage, err := p.try(p.ctx, o, attempt, first)
 	if err == nil {

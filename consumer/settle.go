@@ -103,7 +103,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
 			}
 			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel})
-			if attempt >= 2 && attempt > savedAt && !p.lanes.on() { // one entry per partition: not with lanes
+			if attempt >= 2 && attempt > savedAt {
 				c.attempts.save(rec, attempt, first)
 				saved, savedAt = true, attempt
 			}
@@ -118,7 +118,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			if err == nil {
 				err = p.outputFailed(rec)
 			}
-			if err != nil && p.ctx.Err() == nil && !p.lanes.on() {
+			if err != nil && p.ctx.Err() == nil {
 				// Counted at once: a stop that comes before the next
 				// wait must not lose this try.
 				c.attempts.save(rec, attempt, first)
