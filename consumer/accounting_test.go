@@ -76,7 +76,7 @@ func poisonStream(t *testing.T, c *kafkatest.Cluster, topic string, n int) map[s
 			recs = append(recs, r)
 			kinds[r] = e
 		}
-		for _, r := range produce(t, prod, recs...) {
+		for _, r := range kafkatest.Produce(t, prod, recs...) {
 			want[srcKey(r)] = kinds[r]
 		}
 		// Foreign poison: kcat writes garbage bytes to a random partition.
@@ -162,7 +162,7 @@ func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProt
 		Handler: flakyHandler(l),
 		Policy:  fastPolicy(), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: conc, Unordered: unordered},
 
-		Logger: testLogger(t), CommitInterval: 200 * time.Millisecond,
+		Logger: kafkatest.Logger(t), CommitInterval: 200 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("acct-test")},
 	})
 	if err != nil {
@@ -175,12 +175,12 @@ func testAccounting(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProt
 			wantDLQ++
 		}
 	}
-	waitFor(t, 3*time.Minute, "every record settled", func() bool {
+	kafkatest.WaitFor(t, 3*time.Minute, "every record settled", func() bool {
 		s := cons.Stats()
 		return int(s.Processed)+int(s.DeadLettered) >= len(want)
 	})
 	ends := endOffsets(t, c.Client(t), topic)
-	waitFor(t, 30*time.Second, "commits at the end offsets", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "commits at the end offsets", func() bool {
 		got := committed(t, c, group, topic)
 		for p, e := range ends {
 			if got[p] != e {

@@ -40,7 +40,7 @@ func TestIntegrationDurableAttempts(t *testing.T) {
 	}
 	first := testConsumer(t, c, topic, group, serde.String(), handler, mod)
 	stop := runConsumer(t, first)
-	waitFor(t, 30*time.Second, "three failed tries", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "three failed tries", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) >= 3
@@ -54,7 +54,7 @@ func TestIntegrationDurableAttempts(t *testing.T) {
 
 	second := testConsumer(t, c, topic, group, serde.String(), handler, mod)
 	stop = runConsumer(t, second)
-	waitFor(t, 30*time.Second, "dead-lettered", func() bool { return second.Stats().DeadLettered == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return second.Stats().DeadLettered == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func runBatchRig(t *testing.T, kinds []string, size int, failWhole int) (*batchR
 		}
 		recs = append(recs, &kgo.Record{Topic: topic, Value: v})
 	}
-	produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
+	kafkatest.Produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
 	rig := &batchRig{processed: map[int]int{}, flakyLeft: map[int]int{}, failWhole: failWhole}
 	for i, k := range kinds {
 		if k == "flaky" {
@@ -56,7 +56,7 @@ func runBatchRig(t *testing.T, kinds []string, size int, failWhole int) (*batchR
 	}
 	quick := backoff.MaxAttempts(backoff.Fixed(10*time.Millisecond), 4)
 	cons, err := consumer.New(consumer.Config[string, item]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Value: serde.JSON[item](), CommitInterval: 200 * time.Millisecond,
 		Batching: consumer.Batching{Size: size, Linger: 20 * time.Millisecond},
 		Policy:   consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: quick}}},
@@ -102,11 +102,11 @@ func runBatchRig(t *testing.T, kinds []string, size int, failWhole int) (*batchR
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 60*time.Second, "every record settled", func() bool {
+	kafkatest.WaitFor(t, 60*time.Second, "every record settled", func() bool {
 		s := cons.Stats()
 		return int(s.Processed+s.DeadLettered) == len(kinds)
 	})
-	waitFor(t, 30*time.Second, "commits at the end", func() bool { return committed(t, c, group, topic)[0] == int64(len(kinds)) })
+	kafkatest.WaitFor(t, 30*time.Second, "commits at the end", func() bool { return committed(t, c, group, topic)[0] == int64(len(kinds)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

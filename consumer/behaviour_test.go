@@ -33,7 +33,7 @@ func produceOrders(t testing.TB, c *kafkatest.Cluster, topic string, parts, per 
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Key: []byte(strconv.Itoa(id)), Value: orderJSON(id)})
 		}
 	}
-	return produce(t, manualProducer(t, c), recs...)
+	return kafkatest.Produce(t, manualProducer(t, c), recs...)
 }
 
 func newConsumer(t testing.TB, c *kafkatest.Cluster, topic, group string, h consumer.Handler[string, order], mod func(*consumer.Config[string, order])) *consumer.Consumer[string, order] {
@@ -49,7 +49,7 @@ func testConsumer[V any](t testing.TB, c *kafkatest.Cluster, topic, group string
 	cfg := consumer.Config[string, V]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
 		Key: serde.String(), Value: value, Handler: h,
-		Logger: testLogger(t), CommitInterval: 100 * time.Millisecond,
+		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
 	}
 	if mod != nil {
@@ -90,8 +90,8 @@ func TestIntegrationIsolation(t *testing.T) {
 	})
 	stop := runConsumer(t, cons)
 
-	waitFor(t, time.Minute, "partitions 1-3 processed", func() bool { return l.count() == 3*per+10 })
-	waitFor(t, 10*time.Second, "several retries", func() bool { return failures.Load() >= 5 })
+	kafkatest.WaitFor(t, time.Minute, "partitions 1-3 processed", func() bool { return l.count() == 3*per+10 })
+	kafkatest.WaitFor(t, 10*time.Second, "several retries", func() bool { return failures.Load() >= 5 })
 	l.mu.Lock()
 	p0 := append([]int64(nil), l.calls[topic+"/0"]...)
 	l.mu.Unlock()
@@ -102,7 +102,7 @@ func TestIntegrationIsolation(t *testing.T) {
 		t.Fatalf("Stats().Stuck = %+v, want partition 0 at offset 10", s.Stuck)
 	}
 	close(release)
-	waitFor(t, time.Minute, "all processed", func() bool { return l.count() == 4*per })
+	kafkatest.WaitFor(t, time.Minute, "all processed", func() bool { return l.count() == 4*per })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestIntegrationNoHotLoop(t *testing.T) {
 		cfg.Policy.Process.Transient.Retry = backoff.Exponential{Initial: 10 * time.Millisecond, Multiplier: 2, Max: 200 * time.Millisecond}
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "retrying", func() bool { return calls.Load() >= 3 })
+	kafkatest.WaitFor(t, time.Minute, "retrying", func() bool { return calls.Load() >= 3 })
 
 	cpu0, calls0 := cpuTime(), calls.Load()
 	time.Sleep(3 * time.Second)
@@ -151,7 +151,7 @@ func TestIntegrationNoHotLoop(t *testing.T) {
 	if n > 40 {
 		t.Errorf("%d tries in 3s with backoff capped at 200ms", n)
 	}
-	waitFor(t, time.Minute, "recovery", func() bool { return cons.Stats().Processed == 6 })
+	kafkatest.WaitFor(t, time.Minute, "recovery", func() bool { return cons.Stats().Processed == 6 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestIntegrationDeadLetterOutage(t *testing.T) {
 		}
 		recs = append(recs, &kgo.Record{Topic: topic, Value: v, Key: []byte("k")})
 	}
-	produce(t, prod, recs...)
+	kafkatest.Produce(t, prod, recs...)
 	group := kafkatest.UniqueName("dlqout")
 	l := newLedger()
 	dlqTopic := topic + ".dead"
@@ -183,7 +183,7 @@ func TestIntegrationDeadLetterOutage(t *testing.T) {
 		cfg.DeadLetter = consumer.DeadLetterConfig{Topic: deadletter.Template("{topic}.dead"), Retry: backoff.Fixed(100 * time.Millisecond), WriteTimeout: time.Second, DisableTopicCreation: true}
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "dead-letter writes failing", func() bool { return cons.Stats().DeadLetterWriteErrors >= 2 })
+	kafkatest.WaitFor(t, time.Minute, "dead-letter writes failing", func() bool { return cons.Stats().DeadLetterWriteErrors >= 2 })
 	time.Sleep(500 * time.Millisecond) // several commit intervals
 	// Records behind the pill may have been processed while its first write
 	// was in flight, but no offset passes it, and the partition is stuck.
@@ -194,7 +194,7 @@ func TestIntegrationDeadLetterOutage(t *testing.T) {
 		t.Fatalf("stats %+v; want stuck at offset 2, nothing dead-lettered", s)
 	}
 	// Records produced during the outage wait behind the pill.
-	produce(t, prod, &kgo.Record{Topic: topic, Value: orderJSON(7), Key: []byte("k")})
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: orderJSON(7), Key: []byte("k")})
 	time.Sleep(300 * time.Millisecond)
 	if got := l.count(); got > 5 {
 		t.Fatalf("processed %d records while the pill waits; the record produced during the outage went past it", got)
@@ -207,8 +207,8 @@ func TestIntegrationDeadLetterOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), dlqTopic) })
-	waitFor(t, time.Minute, "consumption resumed", func() bool { return l.count() == 6 })
-	waitFor(t, 30*time.Second, "commit at end", func() bool { return committed(t, c, group, topic)[0] == 7 })
+	kafkatest.WaitFor(t, time.Minute, "consumption resumed", func() bool { return l.count() == 6 })
+	kafkatest.WaitFor(t, 30*time.Second, "commit at end", func() bool { return committed(t, c, group, topic)[0] == 7 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestIntegrationRestart(t *testing.T) {
 	}
 	a := newConsumer(t, c, topic, group, slow(first), nil)
 	stopA := runConsumer(t, a)
-	waitFor(t, time.Minute, "first consumer mid-stream", func() bool { return first.count() >= per })
+	kafkatest.WaitFor(t, time.Minute, "first consumer mid-stream", func() bool { return first.count() >= per })
 	if err := stopA(); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestIntegrationRestart(t *testing.T) {
 
 	b := newConsumer(t, c, topic, group, slow(second), nil)
 	stopB := runConsumer(t, b)
-	waitFor(t, 2*time.Minute, "second consumer finished", func() bool {
+	kafkatest.WaitFor(t, 2*time.Minute, "second consumer finished", func() bool {
 		n := 0
 		for _, r := range produced {
 			if first.times(r)+second.times(r) > 0 {
@@ -313,10 +313,10 @@ func testRebalance(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProto
 	}
 	a := newConsumer(t, c, topic, group, h(la), withProto)
 	stopA := runConsumer(t, a)
-	waitFor(t, time.Minute, "first member started", func() bool { return la.count() >= 500 })
+	kafkatest.WaitFor(t, time.Minute, "first member started", func() bool { return la.count() >= 500 })
 	b := newConsumer(t, c, topic, group, h(lb), withProto)
 	stopB := runConsumer(t, b)
-	waitFor(t, time.Minute, "second member got partitions", func() bool { return lb.count() >= 200 })
+	kafkatest.WaitFor(t, time.Minute, "second member got partitions", func() bool { return lb.count() >= 200 })
 	if err := stopB(); err != nil {
 		t.Fatal(err)
 	}
@@ -329,8 +329,8 @@ func testRebalance(t *testing.T, c *kafkatest.Cluster, proto consumer.GroupProto
 		}
 		return n
 	}
-	waitFor(t, 2*time.Minute, "all settled", func() bool { return settled() == len(produced) })
-	waitFor(t, time.Minute, "dead letters written", func() bool {
+	kafkatest.WaitFor(t, 2*time.Minute, "all settled", func() bool { return settled() == len(produced) })
+	kafkatest.WaitFor(t, time.Minute, "dead letters written", func() bool {
 		return a.Stats().DeadLettered+b.Stats().DeadLettered >= uint64(len(produced)/101)
 	})
 	if err := stopA(); err != nil {

@@ -69,7 +69,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	} {
 		cfg := ok()
 		good(&cfg)
-		cfg.Logger = testLogger(t)
+		cfg.Logger = kafkatest.Logger(t)
 		cons, err := consumer.New(cfg)
 		if err != nil {
 			t.Fatalf("New rejected a good config: %v", err)
@@ -113,7 +113,7 @@ func oneTopic(t *testing.T, c *kafkatest.Cluster, prefix string, values ...strin
 	for i, v := range values {
 		recs[i] = &kgo.Record{Topic: topic, Value: []byte(v)}
 	}
-	produce(t, manualProducer(t, c), recs...)
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
 	return topic
 }
 
@@ -143,12 +143,12 @@ func TestKillSwitch(t *testing.T) {
 		cfg.Policy.Process.Transient.Retry = backoff.Fixed(time.Hour) // only the kill switch ends this
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "first failure", func() bool { return tries.Load() == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "first failure", func() bool { return tries.Load() == 1 })
 	cons.SetRetryEnabled(false)
 	if cons.RetryEnabled() {
 		t.Fatal("RetryEnabled after SetRetryEnabled(false)")
 	}
-	waitFor(t, 30*time.Second, "both settled", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "both settled", func() bool {
 		s := cons.Stats()
 		return s.Processed == 1 && s.DeadLettered == 1
 	})
@@ -177,7 +177,7 @@ func TestKillSwitchEnv(t *testing.T) {
 		t.Fatal("retry enabled despite the environment")
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestOperatorSkip(t *testing.T) {
 		t.Fatalf("Skip before assignment = %v; want ErrNotAssigned", err)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
 	if st := cons.Stats().Stuck[0]; st.Offset != 0 || st.Reason != consumer.StuckRetrying || st.Attempts < 1 || st.Since.IsZero() || !strings.Contains(st.LastError, "down") {
 		t.Fatalf("Stuck = %+v; want offset 0, retrying, attempts, since and the last error", st)
 	}
@@ -219,7 +219,7 @@ func TestOperatorSkip(t *testing.T) {
 	if err := cons.Skip(topic, 0, 0); err != nil {
 		t.Fatalf("Skip(0) = %v", err)
 	}
-	waitFor(t, 30*time.Second, "next record", next.Load)
+	kafkatest.WaitFor(t, 30*time.Second, "next record", next.Load)
 	if err := cons.Skip(topic, 0, 1); !errors.Is(err, consumer.ErrNotStuck) {
 		t.Fatalf("Skip on a flowing partition = %v; want ErrNotStuck", err)
 	}
@@ -274,7 +274,7 @@ func TestHalt(t *testing.T) {
 func TestHandlerPanicAndKeyFailure(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.Topic(t, "panic", 1)
-	produce(t, manualProducer(t, c),
+	kafkatest.Produce(t, manualProducer(t, c),
 		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("boom")},
 		&kgo.Record{Topic: topic, Key: []byte{0xff}, Value: []byte("fine")},
 		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("fine")},
@@ -286,7 +286,7 @@ func TestHandlerPanicAndKeyFailure(t *testing.T) {
 		return nil
 	}, func(cfg *consumer.Config[string, string]) { cfg.Key = serde.String(serde.ValidUTF8()) })
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "settled", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "settled", func() bool {
 		s := cons.Stats()
 		return s.Processed == 1 && s.DeadLettered == 2
 	})
@@ -320,11 +320,11 @@ func TestDeadLetterPartitionByKey(t *testing.T) {
 	for p := int32(0); p < 4; p++ {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte("same-key"), Value: []byte{0xff}})
 	}
-	produce(t, manualProducer(t, c), recs...)
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
 	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil },
 		func(cfg *consumer.Config[string, string]) { cfg.DeadLetter.Topic = deadletter.Template(dlq) })
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 4 })
+	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 4 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -386,13 +386,13 @@ func TestSkipFuncWakeAndDependencies(t *testing.T) {
 		}}
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "stuck on the flaky record", func() bool { return len(cons.Stats().Stuck) == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "stuck on the flaky record", func() bool { return len(cons.Stats().Stuck) == 1 })
 	if s := cons.Stats(); s.Skipped != 1 || s.Dependencies["registry"] != "open" {
 		t.Fatalf("stats %+v; want 1 skipped and registry open", s)
 	}
 	down.Store(false)
 	cons.WakeRetries() // without it the record would sleep for an hour
-	waitFor(t, 30*time.Second, "all settled", func() bool { return cons.Stats().Processed == 2 })
+	kafkatest.WaitFor(t, 30*time.Second, "all settled", func() bool { return cons.Stats().Processed == 2 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestCloseStopsRun(t *testing.T) {
 	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil }, nil)
 	errc := make(chan error, 1)
 	go func() { errc <- cons.Run(context.Background()) }()
-	waitFor(t, 30*time.Second, "processed", func() bool { return cons.Stats().Processed == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "processed", func() bool { return cons.Stats().Processed == 1 })
 	cons.Close()
 	select {
 	case err := <-errc:
@@ -443,7 +443,7 @@ func TestDefaultPolicy(t *testing.T) {
 		return nil
 	}, func(cfg *consumer.Config[string, string]) { cfg.Value = value })
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "all settled", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "all settled", func() bool {
 		s := cons.Stats()
 		return s.Processed == 2 && s.DeadLettered == 2
 	})

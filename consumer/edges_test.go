@@ -42,7 +42,7 @@ func TestIntegrationOversizedLetter(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.Topic(t, "big", 1)
 	big := bytes.Repeat([]byte{0xff}, 1_040_000) // not UTF-8: a deserialize failure
-	produce(t, bigProducer(t, c),
+	kafkatest.Produce(t, bigProducer(t, c),
 		&kgo.Record{Topic: topic, Value: big, Key: []byte("k")},
 		&kgo.Record{Topic: topic, Value: []byte("after"), Key: []byte("k")})
 	var after atomic.Bool
@@ -53,7 +53,7 @@ func TestIntegrationOversizedLetter(t *testing.T) {
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.FetchMaxPartitionBytes(2<<20))
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "the record after the big pill", after.Load)
+	kafkatest.WaitFor(t, time.Minute, "the record after the big pill", after.Load)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func unwritableSetup(t *testing.T, c *kafkatest.Cluster, name string) (topic str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic+".dlq") })
-	produce(t, manualProducer(t, c),
+	kafkatest.Produce(t, manualProducer(t, c),
 		&kgo.Record{Topic: topic, Value: bytes.Repeat([]byte{0xff}, 30_000)},
 		&kgo.Record{Topic: topic, Value: []byte("after")})
 	return topic
@@ -104,7 +104,7 @@ func TestIntegrationUnwritableLetter(t *testing.T) {
 			return nil
 		}, nil)
 		stop := runConsumer(t, cons)
-		waitFor(t, 30*time.Second, "stuck on the unwritable letter", func() bool {
+		kafkatest.WaitFor(t, 30*time.Second, "stuck on the unwritable letter", func() bool {
 			s := cons.Stats()
 			return len(s.Stuck) == 1 && s.Stuck[0].LastError != ""
 		})
@@ -118,7 +118,7 @@ func TestIntegrationUnwritableLetter(t *testing.T) {
 		if err := cons.Skip(topic, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 30*time.Second, "the record after it", after.Load)
+		kafkatest.WaitFor(t, 30*time.Second, "the record after it", after.Load)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -134,9 +134,9 @@ func TestIntegrationUnwritableLetter(t *testing.T) {
 			return nil
 		}, func(cfg *consumer.Config[string, string]) { cfg.DeadLetter.Unwritable = consumer.UnwritableSkip })
 		stop := runConsumer(t, cons)
-		waitFor(t, 30*time.Second, "the record after it", after.Load)
+		kafkatest.WaitFor(t, 30*time.Second, "the record after it", after.Load)
 		group := cons.Client().OptValue(kgo.ConsumerGroup).(string)
-		waitFor(t, 30*time.Second, "committed past both", func() bool { return committed(t, c, group, topic)[0] == 2 })
+		kafkatest.WaitFor(t, 30*time.Second, "committed past both", func() bool { return committed(t, c, group, topic)[0] == 2 })
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -176,12 +176,12 @@ func TestIntegrationLetterShrinks(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic+".dlq") })
 	value := bytes.Repeat([]byte("v"), 18_700)
-	produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: value})
+	kafkatest.Produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: value})
 	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error {
 		return failure.Permanent(errors.New(strings.Repeat("a long reason ", 100)))
 	}, nil)
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestIntegrationLetterShrinks(t *testing.T) {
 func TestIntegrationMissingDeadLetterTopic(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.Topic(t, "missing", 2)
-	produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: []byte("good")})
+	kafkatest.Produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: []byte("good")})
 
 	t.Run("reported", func(t *testing.T) {
 		logs := &logBuffer{}
@@ -216,7 +216,7 @@ func TestIntegrationMissingDeadLetterTopic(t *testing.T) {
 			cfg.Logger = logs.logger()
 		})
 		stop := runConsumer(t, cons)
-		waitFor(t, 30*time.Second, "the good record", done.Load)
+		kafkatest.WaitFor(t, 30*time.Second, "the good record", done.Load)
 		s := cons.Stats()
 		if len(s.DeadLetterTopics) != 1 || s.DeadLetterTopics[0].Ready || !strings.Contains(s.DeadLetterTopics[0].Error, "does not exist") {
 			t.Fatalf("DeadLetterTopics = %+v; want the missing topic reported", s.DeadLetterTopics)
@@ -229,7 +229,7 @@ func TestIntegrationMissingDeadLetterTopic(t *testing.T) {
 	t.Run("created", func(t *testing.T) {
 		cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil }, nil)
 		stop := runConsumer(t, cons)
-		waitFor(t, 30*time.Second, "dead-letter topic created at assignment", func() bool {
+		kafkatest.WaitFor(t, 30*time.Second, "dead-letter topic created at assignment", func() bool {
 			s := cons.Stats()
 			return len(s.DeadLetterTopics) == 1 && s.DeadLetterTopics[0].Ready
 		})
@@ -258,7 +258,7 @@ func TestIntegrationBufferBounds(t *testing.T) {
 	for i := 0; i < 20_000; i++ {
 		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte("record-" + strconv.Itoa(i) + strings.Repeat("x", 60))})
 	}
-	produce(t, prod, recs...)
+	kafkatest.Produce(t, prod, recs...)
 	for _, tc := range []struct {
 		name  string
 		limit consumer.BufferLimits
@@ -276,7 +276,7 @@ func TestIntegrationBufferBounds(t *testing.T) {
 				cfg.ClientOpts = append(cfg.ClientOpts, kgo.FetchMaxPartitionBytes(16<<10), kgo.FetchMaxBytes(16<<10))
 			})
 			stop := runConsumer(t, cons)
-			waitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
+			kafkatest.WaitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
 			first := cons.Stats()
 			maxRecs, maxBytes := 0, int64(0)
 			for i := 0; i < 20; i++ { // two seconds of a stuck partition
@@ -337,7 +337,7 @@ func TestIntegrationTotalBufferNoRefetch(t *testing.T) {
 				cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetchCounter{&fetched}))
 			})
 			stop := runConsumer(t, cons)
-			waitFor(t, time.Minute, "all processed", func() bool { return int(cons.Stats().Processed) == len(produced) })
+			kafkatest.WaitFor(t, time.Minute, "all processed", func() bool { return int(cons.Stats().Processed) == len(produced) })
 			_ = stop()
 			t.Logf("%s: fetched %d of %d produced; at most %d held, %d by one partition", c.Kind(), fetched.Load(), len(produced), maxHeld.Load(), maxPart.Load())
 			if fetched.Load() != int64(len(produced)) {
@@ -417,7 +417,7 @@ func TestUnreachableBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "a warning that no broker answers", func() bool { return logs.has("no broker answers") })
+	kafkatest.WaitFor(t, 30*time.Second, "a warning that no broker answers", func() bool { return logs.has("no broker answers") })
 	s := cons.Stats()
 	if s.Brokers.Reachable || !strings.Contains(s.Brokers.LastError, "127.0.0.1:1") || s.Brokers.Since.IsZero() {
 		t.Fatalf("Brokers = %+v; want unreachable with the dial error", s.Brokers)
@@ -452,7 +452,7 @@ func TestMachineReadableLogsAndStats(t *testing.T) {
 		cfg.FloodGuard.Disable = true // a storm on purpose
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "every pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 300 })
+	kafkatest.WaitFor(t, time.Minute, "every pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 300 })
 	_ = stop()
 
 	var retry, dead, summary int
@@ -502,7 +502,7 @@ func TestIntegrationFetchMaxWaitDefault(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.Topic(t, "resume", 2)
 	prod := manualProducer(t, c)
-	produce(t, prod, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("flaky")})
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("flaky")})
 	var recovered, next atomic.Int64
 	var tries atomic.Int32
 	cfg := consumer.Config[string, string]{
@@ -520,7 +520,7 @@ func TestIntegrationFetchMaxWaitDefault(t *testing.T) {
 			return nil
 		},
 		Policy: consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.Fixed(2 * time.Second)}}},
-		Logger: testLogger(t), ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Logger: kafkatest.Logger(t), ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 	}
 	cons, err := consumer.New(cfg)
 	if err != nil {
@@ -530,11 +530,11 @@ func TestIntegrationFetchMaxWaitDefault(t *testing.T) {
 		t.Fatalf("default FetchMaxWait = %v; want 500ms", got)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "retrying", func() bool { return tries.Load() == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "retrying", func() bool { return tries.Load() == 1 })
 	// Produced while the partition is paused: it comes with the fetch after
 	// the resume.
-	produce(t, prod, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("next")})
-	waitFor(t, 30*time.Second, "the record after the recovered one", func() bool { return next.Load() != 0 })
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("next")})
+	kafkatest.WaitFor(t, 30*time.Second, "the record after the recovered one", func() bool { return next.Load() != 0 })
 	_ = stop()
 	t.Logf("%s: the resumed partition's next record came %v after the recovery", c.Kind(), time.Duration(next.Load()-recovered.Load()))
 

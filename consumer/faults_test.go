@@ -54,7 +54,7 @@ func TestShutdownWithUnansweredDeadLetterWrite(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- cons.Run(ctx) }()
 
-	waitFor(t, 30*time.Second, "dead-letter produce request sent", func() bool { return seen.Load() >= 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "dead-letter produce request sent", func() bool { return seen.Load() >= 1 })
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	select {
@@ -104,7 +104,7 @@ func TestDeadLetterRetryPolicyThatGivesUp(t *testing.T) {
 			cfg.DeadLetter.Retry = backoff.MaxAttempts(backoff.Fixed(200*time.Millisecond), 3)
 		})
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "first failed write", func() bool { return cons.Stats().DeadLetterWriteErrors >= 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "first failed write", func() bool { return cons.Stats().DeadLetterWriteErrors >= 1 })
 	time.Sleep(2 * time.Second)
 	n := cons.Stats().DeadLetterWriteErrors
 	_ = stop()
@@ -150,7 +150,7 @@ func TestKillSwitchFlippedWhileDeciding(t *testing.T) {
 		}})
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "kill switch flipped", flipped.Load)
+	kafkatest.WaitFor(t, 30*time.Second, "kill switch flipped", flipped.Load)
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		if cons.Stats().DeadLettered == 1 {
@@ -192,8 +192,8 @@ func TestStuckBehindUnansweredDeadLetter(t *testing.T) {
 		cfg.DeadLetter.WriteTimeout = time.Second
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "the records behind the pill processed", func() bool { return processed.Load() == 5 })
-	waitFor(t, 30*time.Second, "stuck behind the dead letter", func() bool { return len(cons.Stats().Stuck) == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "the records behind the pill processed", func() bool { return processed.Load() == 5 })
+	kafkatest.WaitFor(t, 30*time.Second, "stuck behind the dead letter", func() bool { return len(cons.Stats().Stuck) == 1 })
 	st := cons.Stats().Stuck[0]
 	if st.Offset != 0 || st.Reason != consumer.StuckDeadLetter || st.Attempts != 1 || st.Since.IsZero() {
 		t.Fatalf("Stuck = %+v; want offset 0, %q, 1 write attempt, since", st, consumer.StuckDeadLetter)
@@ -206,7 +206,7 @@ func TestStuckBehindUnansweredDeadLetter(t *testing.T) {
 	if err := cons.Skip(topic, 0, 0); err != nil {
 		t.Fatalf("Skip(0) = %v", err)
 	}
-	waitFor(t, 30*time.Second, "committed past the skipped pill", func() bool { return committed(t, c, group, topic)[0] == 6 })
+	kafkatest.WaitFor(t, 30*time.Second, "committed past the skipped pill", func() bool { return committed(t, c, group, topic)[0] == 6 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

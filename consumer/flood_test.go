@@ -30,7 +30,7 @@ func floodTopic(t *testing.T, c *kafkatest.Cluster, good, bad int) string {
 	for i := 0; i < 50; i++ {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: 1, Value: []byte("other-" + strconv.Itoa(i))})
 	}
-	produce(t, manualProducer(t, c), recs...)
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
 	return topic
 }
 
@@ -62,7 +62,7 @@ func TestIntegrationFloodGuard(t *testing.T) {
 		t.Fatalf("ResumeFlood before a flood = %v", err)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "the flood guard tripped", func() bool { return cons.Stats().Flood != nil })
+	kafkatest.WaitFor(t, 30*time.Second, "the flood guard tripped", func() bool { return cons.Stats().Flood != nil })
 	time.Sleep(300 * time.Millisecond)
 	s := cons.Stats()
 	// Of the 20 good and 60 poison records of partition 0, the guard
@@ -84,7 +84,7 @@ func TestIntegrationFloodGuard(t *testing.T) {
 	if err := cons.ResumeFlood(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "every record settled after the resume", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "every record settled after the resume", func() bool {
 		s := cons.Stats()
 		return s.DeadLettered == 60 && s.Processed == 70
 	})

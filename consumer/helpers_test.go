@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -30,34 +27,6 @@ type order struct {
 func orderJSON(id int) []byte {
 	b, _ := json.Marshal(order{ID: id, Payload: fmt.Sprintf("payload-%06d-abcdefghijklmnopqrstuvwxyz", id)})
 	return b
-}
-
-// testLogger logs warnings and errors to the test log when -v is on.
-func testLogger(t testing.TB) *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	level := slog.LevelWarn
-	if os.Getenv("ANTIDOTE_TEST_LOG") == "info" {
-		level = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
-
-// produce writes recs (with explicit partitions) synchronously.
-func produce(t testing.TB, cl *kgo.Client, recs ...*kgo.Record) []*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res := cl.ProduceSync(ctx, recs...)
-	if err := res.FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-	out := make([]*kgo.Record, len(res))
-	for i, r := range res {
-		out[i] = r.Record
-	}
-	return out
 }
 
 // manualProducer returns a client that writes records to the partition they name.
@@ -195,18 +164,6 @@ func (l *ledger) assertKeyOrdered(t testing.TB, interleavedToo bool) {
 	}
 	if !interleaved {
 		t.Errorf("every partition was processed in offset order: the records did not run at once")
-	}
-}
-
-// waitFor polls cond every 20ms until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -103,9 +103,9 @@ func TestIntegrationHooksPauseAndPartitions(t *testing.T) {
 		t.Fatalf("before Run: running %v, ready %v", s.Running, s.Ready)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "first records", func() bool { return processed.Load() == 3 && cons.Stats().DeadLettered == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "first records", func() bool { return processed.Load() == 3 && cons.Stats().DeadLettered == 1 })
 	group := cons.Client().OptValue(kgo.ConsumerGroup).(string)
-	waitFor(t, 30*time.Second, "committed at the end", func() bool { return committed(t, c, group, topic)[0] == 4 })
+	kafkatest.WaitFor(t, 30*time.Second, "committed at the end", func() bool { return committed(t, c, group, topic)[0] == 4 })
 
 	if err := cons.Pause(topic, 0); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestIntegrationHooksPauseAndPartitions(t *testing.T) {
 	if err := cons.Pause(topic, 7); !errors.Is(err, consumer.ErrNotAssigned) {
 		t.Fatalf("Pause of an unowned partition = %v", err)
 	}
-	produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: []byte("while paused")})
+	kafkatest.Produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: []byte("while paused")})
 	time.Sleep(500 * time.Millisecond) // a fetch wait
 	if processed.Load() != 3 {
 		t.Fatal("a paused partition processed a record")
@@ -125,8 +125,8 @@ func TestIntegrationHooksPauseAndPartitions(t *testing.T) {
 	if err := cons.Resume(topic, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the record after the resume", func() bool { return processed.Load() == 4 })
-	waitFor(t, 30*time.Second, "lag 0", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "the record after the resume", func() bool { return processed.Load() == 4 })
+	kafkatest.WaitFor(t, 30*time.Second, "lag 0", func() bool {
 		ps := cons.Stats().Partitions
 		return len(ps) == 1 && ps[0].Lag == 0 && ps[0].Committed == 5 && ps[0].HighWatermark == 5 && ps[0].State == consumer.PartitionFlowing
 	})

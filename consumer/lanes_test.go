@@ -35,13 +35,13 @@ func TestIntegrationConcurrencyHoldsOnlyItsKey(t *testing.T) {
 		}
 		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(strconv.Itoa(i))})
 	}
-	produce(t, prod, recs...)
+	kafkatest.Produce(t, prod, recs...)
 
 	var mu sync.Mutex
 	var order []string // values of key "stuck", as processed
 	others := 0
 	cons, err := consumer.New(consumer.Config[string, string]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(), CommitInterval: 100 * time.Millisecond,
 		Concurrency: consumer.Concurrency{Max: 4, Ahead: 400},
 		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.Fixed(20 * time.Millisecond)}}},
@@ -65,7 +65,7 @@ func TestIntegrationConcurrencyHoldsOnlyItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, 60*time.Second, "the other keys processed while one retries", func() bool {
+	kafkatest.WaitFor(t, 60*time.Second, "the other keys processed while one retries", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return others == 196
@@ -92,12 +92,12 @@ func TestIntegrationConcurrencyHoldsOnlyItsKey(t *testing.T) {
 	if err := cons.Skip(topic, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the key's later records processed", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "the key's later records processed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 4
 	})
-	waitFor(t, 30*time.Second, "commits at the end", func() bool { return committed(t, c, group, topic)[0] == int64(len(recs)) })
+	kafkatest.WaitFor(t, 30*time.Second, "commits at the end", func() bool { return committed(t, c, group, topic)[0] == int64(len(recs)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestIntegrationRedriveThenProcess(t *testing.T) {
 		return nil
 	}, nil)
 	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "first pass settled", func() bool {
+	kafkatest.WaitFor(t, time.Minute, "first pass settled", func() bool {
 		s := cons.Stats()
 		return s.Processed == 32 && s.DeadLettered == 8
 	})
@@ -51,7 +51,7 @@ func TestIntegrationRedriveThenProcess(t *testing.T) {
 	if err != nil || res.Redriven != 8 {
 		t.Fatalf("Redrive = %+v, %v; want 8 redriven", res, err)
 	}
-	waitFor(t, time.Minute, "redriven records processed", func() bool { return len(redriven) == 8 })
+	kafkatest.WaitFor(t, time.Minute, "redriven records processed", func() bool { return len(redriven) == 8 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestRetryTopicsChild(t *testing.T) {
 	c, err := consumer.New(consumer.Config[string, keyed]{
 		ExactlyOnce: eos,
 		Brokers:     strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
-		Logger: testLogger(t), Key: serde.String(), Value: serde.JSON[keyed](),
+		Logger: kafkatest.Logger(t), Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
 		}},
@@ -146,7 +146,7 @@ func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int, eos b
 	}
 	prod := c.Client(t, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(total))
 	for i := 0; i < total; i += 5000 {
-		produce(t, prod, recs[i:min(i+5000, total)]...)
+		kafkatest.Produce(t, prod, recs[i:min(i+5000, total)]...)
 	}
 	t.Logf("%s: produced %d records of %d keys, %d fail 1-3 times", c.Kind(), total, keys, failing)
 
@@ -215,7 +215,7 @@ func testRetryTopicsKeyOrder(t *testing.T, c *kafkatest.Cluster, conc int, eos b
 	}
 	waitProgress := func(n int) {
 		t.Helper()
-		waitFor(t, 4*time.Minute, fmt.Sprintf("%d records processed", n), func() bool { return progress() >= n })
+		kafkatest.WaitFor(t, 4*time.Minute, fmt.Sprintf("%d records processed", n), func() bool { return progress() >= n })
 	}
 
 	start("a")

@@ -112,7 +112,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 				Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t-" + strconv.Itoa(k*100+seq))}}})
 		}
 	}
-	produce(t, prod, recs...)
+	kafkatest.Produce(t, prod, recs...)
 
 	order := newKeyOrder()
 	var mu sync.Mutex
@@ -127,7 +127,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 		exactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("rt-txn")}
 	}
 	cfg := consumer.Config[string, keyed]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: max(conc, 0)},
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t), GroupProtocol: proto, Concurrency: consumer.Concurrency{Max: max(conc, 0)},
 		ExactlyOnce: exactlyOnce,
 		Key:         serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
@@ -182,7 +182,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 	}
 	stop := runConsumer(t, c1)
 	want := keys*perKey - forever
-	waitFor(t, 90*time.Second, "every good record processed and the poison dead-lettered", func() bool {
+	kafkatest.WaitFor(t, 90*time.Second, "every good record processed and the poison dead-lettered", func() bool {
 		return order.count() >= want && c1.Stats().DeadLettered >= uint64(forever)
 	})
 	// The seq after the dead-lettered one of key-7 was processed after it
@@ -368,12 +368,12 @@ func TestIntegrationRetryTopicsWaitAndKillSwitch(t *testing.T) {
 	topic := c.Topic(t, "rtwait", 1)
 	group := kafkatest.UniqueName("rtwait-group")
 	prod := c.Client(t, kgo.ProducerLinger(0))
-	produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("a"), Value: []byte("bad")})
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("a"), Value: []byte("bad")})
 
 	var mu sync.Mutex
 	var good, tries int
 	c1, err := consumer.New(consumer.Config[string, string]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
@@ -395,7 +395,7 @@ func TestIntegrationRetryTopicsWaitAndKillSwitch(t *testing.T) {
 	}
 	stop := runConsumer(t, c1)
 	tier := topic + ".retry.10m"
-	waitFor(t, 60*time.Second, "the tier partition paused until its record is due", func() bool {
+	kafkatest.WaitFor(t, 60*time.Second, "the tier partition paused until its record is due", func() bool {
 		for _, p := range c1.Stats().Partitions {
 			if p.Topic == tier && p.Paused == consumer.PauseDue {
 				return true
@@ -405,14 +405,14 @@ func TestIntegrationRetryTopicsWaitAndKillSwitch(t *testing.T) {
 	})
 	// The source flows meanwhile, and records of other keys are not delayed.
 	for i := 0; i < 20; i++ {
-		produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("ok")})
+		kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("ok")})
 	}
-	waitFor(t, 30*time.Second, "20 good records processed", func() bool { mu.Lock(); defer mu.Unlock(); return good == 20 })
+	kafkatest.WaitFor(t, 30*time.Second, "20 good records processed", func() bool { mu.Lock(); defer mu.Unlock(); return good == 20 })
 	if s := c1.Stats(); s.DeadLettered != 0 || s.Forwarded != 1 {
 		t.Fatalf("before the kill switch: dead-lettered %d, forwarded %d; want 0 and 1", s.DeadLettered, s.Forwarded)
 	}
 	c1.SetRetryEnabled(false)
-	waitFor(t, 30*time.Second, "the waiting record dead-lettered", func() bool { return c1.Stats().DeadLettered == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "the waiting record dead-lettered", func() bool { return c1.Stats().DeadLettered == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -446,13 +446,13 @@ func TestIntegrationRetryTopicsMaxParked(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(i%3)), Value: []byte(strconv.Itoa(i))})
 	}
-	produce(t, prod, recs...)
+	kafkatest.Produce(t, prod, recs...)
 
 	var mu sync.Mutex
 	release := false
 	done := map[string]int{}
 	c1, err := consumer.New(consumer.Config[string, string]{
-		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
@@ -472,7 +472,7 @@ func TestIntegrationRetryTopicsMaxParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, c1)
-	waitFor(t, 60*time.Second, "the source partition stopped at MaxParked", func() bool {
+	kafkatest.WaitFor(t, 60*time.Second, "the source partition stopped at MaxParked", func() bool {
 		for _, p := range c1.Stats().Partitions {
 			if p.Topic == topic && p.Paused == consumer.PauseParked {
 				return true
@@ -483,7 +483,7 @@ func TestIntegrationRetryTopicsMaxParked(t *testing.T) {
 	mu.Lock()
 	release = true
 	mu.Unlock()
-	waitFor(t, 60*time.Second, "every record processed", func() bool {
+	kafkatest.WaitFor(t, 60*time.Second, "every record processed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return done["k0"]+done["k1"]+done["k2"] >= 30

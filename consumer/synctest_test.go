@@ -31,7 +31,7 @@ import (
 func virtualConfig[V any](t *testing.T, c *kafkatest.Cluster, topic string, value serde.Deserializer[V]) consumer.Config[string, V] {
 	return consumer.Config[string, V]{
 		Brokers: c.Brokers(), ClientOpts: c.ClientOpts(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
-		Logger: testLogger(t), Value: value,
+		Logger: kafkatest.Logger(t), Value: value,
 	}
 }
 
@@ -81,7 +81,7 @@ func TestBatchLingerFromFirstRecord(t *testing.T) {
 		// 100 records, one every 50ms: 5 s of trickle, each record
 		// arriving well within the linger of the one before.
 		for i := range 100 {
-			produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{byte(i)}})
+			kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{byte(i)}})
 			time.Sleep(50 * time.Millisecond)
 		}
 		time.Sleep(2 * time.Second)
@@ -117,7 +117,7 @@ func TestBatchStuckSkip(t *testing.T) {
 		for i := range 5 {
 			recs = append(recs, &kgo.Record{Topic: topic, Value: []byte{'0' + byte(i)}})
 		}
-		produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
+		kafkatest.Produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
 
 		var mu sync.Mutex
 		processed := map[string]int{}
@@ -192,7 +192,7 @@ func TestConcurrencyStuckKeyHoldsOnlyItsPartition(t *testing.T) {
 				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte(key), Value: []byte(key)})
 			}
 		}
-		produce(t, c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())), recs[:200]...)
+		kafkatest.Produce(t, c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())), recs[:200]...)
 
 		var mu sync.Mutex
 		processed := map[int32]int{}
@@ -216,7 +216,7 @@ func TestConcurrencyStuckKeyHoldsOnlyItsPartition(t *testing.T) {
 		}
 		stop := runInBubble(t, cons)
 		time.Sleep(5 * time.Second)
-		produce(t, c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())), recs[200:]...)
+		kafkatest.Produce(t, c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())), recs[200:]...)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		st := cons.Stats()
@@ -252,7 +252,7 @@ func TestConcurrencyTierLaneLeavesLettersToWorker(t *testing.T) {
 		}
 		prod := c.Client(t, kgo.ProducerLinger(0))
 		big := bytes.Repeat([]byte{'x'}, 30_000) // fits the tier, not the dead-letter topic
-		produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k1"), Value: big})
+		kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k1"), Value: big})
 
 		var mu sync.Mutex
 		tries := map[string]int{}
@@ -282,7 +282,7 @@ func TestConcurrencyTierLaneLeavesLettersToWorker(t *testing.T) {
 		}
 		stop := runInBubble(t, cons)
 		time.Sleep(1500 * time.Millisecond) // k1 is in the tier, its dead letter failing
-		produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k2"), Value: []byte("small")})
+		kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k2"), Value: []byte("small")})
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		tier := cfg.RetryTopics.TierTopic(topic, cfg.Group, time.Second)
@@ -328,7 +328,7 @@ func TestBatchConcurrency(t *testing.T) {
 				recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(fmt.Sprint(seq))})
 			}
 		}
-		produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
+		kafkatest.Produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
 
 		var mu sync.Mutex
 		running, most, calls := 0, 0, 0
@@ -406,7 +406,7 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 			recs[i] = &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}
 		}
 		prod := c.Client(t, kgo.ProducerLinger(0))
-		produce(t, prod, recs[:n/2]...)
+		kafkatest.Produce(t, prod, recs[:n/2]...)
 
 		var outage atomic.Bool
 		c.Fake().Control(func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -437,7 +437,7 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 		outage.Store(true)
 		time.Sleep(15 * time.Second)
 		outage.Store(false)
-		produce(t, prod, recs[n/2:]...)
+		kafkatest.Produce(t, prod, recs[n/2:]...)
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		st := cons.Stats()

@@ -40,7 +40,7 @@ func TestIntegrationLetterLimitRaised(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic+".dlq") })
 	big := bytes.Repeat([]byte{0xff}, 30_000)
-	produce(t, manualProducer(t, c),
+	kafkatest.Produce(t, manualProducer(t, c),
 		&kgo.Record{Topic: topic, Value: []byte{0xfe}}, // a small pill: written under the old limit
 		&kgo.Record{Topic: topic, Value: big},
 		&kgo.Record{Topic: topic, Value: []byte("after")})
@@ -55,7 +55,7 @@ func TestIntegrationLetterLimitRaised(t *testing.T) {
 		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
 	})
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "stuck on the letter over the limit", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "stuck on the letter over the limit", func() bool {
 		s := cons.Stats()
 		return s.DeadLettered == 1 && len(s.Stuck) == 1 && strings.Contains(s.Stuck[0].LastError, "larger than the dead-letter topic accepts")
 	})
@@ -63,7 +63,7 @@ func TestIntegrationLetterLimitRaised(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &raised}}, topic+".dlq"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the big letter written after the limit was raised", func() bool {
+	kafkatest.WaitFor(t, 60*time.Second, "the big letter written after the limit was raised", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return cons.Stats().DeadLettered == 2 && len(processed) == 1
@@ -88,25 +88,25 @@ func TestIntegrationDeadLetterTopicDeleted(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.Topic(t, "deleted", 1)
 	prod := manualProducer(t, c)
-	produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{0xfe}})
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{0xfe}})
 	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil },
 		func(cfg *consumer.Config[string, string]) {
 			cfg.DeadLetter.Retry = backoff.Fixed(200 * time.Millisecond)
 		})
 	stop := runConsumer(t, cons)
-	waitFor(t, 30*time.Second, "the first pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "the first pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
 	adm := kadm.NewClient(c.Client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := adm.DeleteTopic(ctx, topic+".dlq"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the topic gone", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "the topic gone", func() bool {
 		td, err := adm.ListTopics(ctx, topic+".dlq")
 		return err == nil && (len(td) == 0 || td[topic+".dlq"].Err != nil)
 	})
-	produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{0xfd}}, &kgo.Record{Topic: topic, Value: []byte("after")})
-	waitFor(t, 90*time.Second, "the second pill dead-lettered into the topic made again", func() bool {
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{0xfd}}, &kgo.Record{Topic: topic, Value: []byte("after")})
+	kafkatest.WaitFor(t, 90*time.Second, "the second pill dead-lettered into the topic made again", func() bool {
 		s := cons.Stats()
 		return s.DeadLettered == 2 && s.Processed == 1
 	})
@@ -150,8 +150,8 @@ func TestIntegrationRetryTopicsSourceGrows(t *testing.T) {
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
 	})
 	stop := runConsumer(t, cons)
-	produce(t, prod, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k0"), Value: []byte("p0")})
-	waitFor(t, 30*time.Second, "p0 through the tier", func() bool { mu.Lock(); defer mu.Unlock(); return done["p0"] })
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k0"), Value: []byte("p0")})
+	kafkatest.WaitFor(t, 30*time.Second, "p0 through the tier", func() bool { mu.Lock(); defer mu.Unlock(); return done["p0"] })
 
 	adm := kadm.NewClient(c.Client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -159,7 +159,7 @@ func TestIntegrationRetryTopicsSourceGrows(t *testing.T) {
 	if _, err := adm.CreatePartitions(ctx, 1, topic); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the second partition", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "the second partition", func() bool {
 		td, err := adm.ListTopics(ctx, topic)
 		return err == nil && len(td[topic].Partitions) == 2
 	})
@@ -168,8 +168,8 @@ func TestIntegrationRetryTopicsSourceGrows(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: 1, Key: []byte(k), Value: []byte("p1-" + k)})
 	}
-	produce(t, prod, recs...)
-	waitFor(t, 60*time.Second, "the records of the new partition through the tier", func() bool {
+	kafkatest.Produce(t, prod, recs...)
+	kafkatest.WaitFor(t, 60*time.Second, "the records of the new partition through the tier", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range recs {

@@ -53,7 +53,7 @@ func TestExactlyOnceChild(t *testing.T) {
 	c, err := consumer.New(consumer.Config[string, eosIn]{
 		Concurrency: conc,
 		Brokers:     strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
-		Logger: testLogger(t), Key: serde.String(), Value: serde.JSON[eosIn](),
+		Logger: kafkatest.Logger(t), Key: serde.String(), Value: serde.JSON[eosIn](),
 		// The same transactional id after a restart: the new process
 		// fences the killed one and aborts its open transaction.
 		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: os.Getenv(envGroup) + "-" + instance},
@@ -112,7 +112,7 @@ func testExactlyOnceKill(t *testing.T, c *kafkatest.Cluster, mode string) {
 		recs = append(recs, r)
 	}
 	prod := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(total))
-	produce(t, prod, recs...)
+	kafkatest.Produce(t, prod, recs...)
 
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "calls.log")
@@ -153,14 +153,14 @@ func testExactlyOnceKill(t *testing.T, c *kafkatest.Cluster, mode string) {
 	}
 	start()
 	for _, at := range []int{3000, 6000, 9000, 12000, 15000} {
-		waitFor(t, 3*time.Minute, fmt.Sprintf("%d records handled", at), func() bool { return len(calls()) >= at })
+		kafkatest.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d records handled", at), func() bool { return len(calls()) >= at })
 		_ = child.Process.Kill() // SIGKILL
 		_ = child.Wait()
 		t.Logf("killed at %d records handled", len(calls()))
 		start()
 	}
 	ends := endOffsets(t, c.Client(t), in)
-	waitFor(t, 4*time.Minute, "the group's offsets at the end", func() bool {
+	kafkatest.WaitFor(t, 4*time.Minute, "the group's offsets at the end", func() bool {
 		return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
 	})
 	_ = child.Process.Signal(syscall.SIGTERM)

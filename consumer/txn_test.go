@@ -96,7 +96,7 @@ func testExactlyOnce(t *testing.T, c *kafkatest.Cluster, mode string) {
 		}
 		recs = append(recs, r)
 	}
-	produce(t, manualProducer(t, c), recs...)
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
 	group := kafkatest.UniqueName("eos")
 	handle := func(r *consumer.Record[string, eosIn]) error {
 		if r.Value.ID%100 == 11 {
@@ -113,7 +113,7 @@ func testExactlyOnce(t *testing.T, c *kafkatest.Cluster, mode string) {
 		return nil
 	}
 	cfg := consumer.Config[string, eosIn]{
-		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.JSON[eosIn](),
 		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 5)}}},
 		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eos-txn"), MaxRecords: 100},
@@ -146,7 +146,7 @@ func testExactlyOnce(t *testing.T, c *kafkatest.Cluster, mode string) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "every record settled", func() bool {
+	kafkatest.WaitFor(t, time.Minute, "every record settled", func() bool {
 		s := cons.Stats()
 		return s.Processed+s.DeadLettered >= n
 	})
@@ -229,7 +229,7 @@ func TestRecordProduce(t *testing.T) {
 func eosConsumer(t *testing.T, c *kafkatest.Cluster, in, out, group, txid string) *consumer.Consumer[string, string] {
 	t.Helper()
 	cons, err := consumer.New(consumer.Config[string, string]{
-		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(),
 		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: txid, MaxRecords: 50},
 		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
@@ -255,17 +255,17 @@ func TestIntegrationExactlyOnceIdle(t *testing.T) {
 		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
 	}
 	prod := manualProducer(t, c)
-	produce(t, prod, recs[:n/2]...)
+	kafkatest.Produce(t, prod, recs[:n/2]...)
 	group := kafkatest.UniqueName("eosidle")
 	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eosidle-txn"))
 	stop := runConsumer(t, cons)
-	waitFor(t, time.Minute, "the first half processed", func() bool { return cons.Stats().Processed >= n/2 })
+	kafkatest.WaitFor(t, time.Minute, "the first half processed", func() bool { return cons.Stats().Processed >= n/2 })
 	time.Sleep(5 * time.Second) // idle: two fence checks, and the workload's pause
 	if !cons.Stats().Running {
 		t.Fatal("the idle member stopped")
 	}
-	produce(t, prod, recs[n/2:]...)
-	waitFor(t, time.Minute, "the second half processed", func() bool { return cons.Stats().Processed >= n })
+	kafkatest.Produce(t, prod, recs[n/2:]...)
+	kafkatest.WaitFor(t, time.Minute, "the second half processed", func() bool { return cons.Stats().Processed >= n })
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -288,13 +288,13 @@ func TestExactlyOnceFailedOutput(t *testing.T) {
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
 	}
-	produce(t, manualProducer(t, c), recs...)
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
 	failed := failFirstTxnProduce(c) // outputs only: no record here is a poison pill
 	group := kafkatest.UniqueName("eosfail")
 	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eosfail-txn"))
 	stop := runConsumer(t, cons)
 	ends := endOffsets(t, c.Client(t), in)
-	waitFor(t, time.Minute, "the group's offsets at the end", func() bool {
+	kafkatest.WaitFor(t, time.Minute, "the group's offsets at the end", func() bool {
 		return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
 	})
 	if err := stop(); err != nil {
@@ -342,18 +342,18 @@ func TestIntegrationExactlyOnceFenced(t *testing.T) {
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
 	}
-	produce(t, manualProducer(t, c), recs[:n/2]...)
+	kafkatest.Produce(t, manualProducer(t, c), recs[:n/2]...)
 	group, txid := kafkatest.UniqueName("eosfence"), kafkatest.UniqueName("eosfence-txn")
 	first := eosConsumer(t, c, in, out, group, txid)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- first.Run(ctx) }()
-	waitFor(t, time.Minute, "the first half processed", func() bool { return first.Stats().TransactionsCommitted > 0 && first.Stats().Processed >= n/2 })
+	kafkatest.WaitFor(t, time.Minute, "the first half processed", func() bool { return first.Stats().TransactionsCommitted > 0 && first.Stats().Processed >= n/2 })
 
 	second := eosConsumer(t, c, in, out, group, txid) // the same id: fences the first
 	stop := runConsumer(t, second)
-	produce(t, manualProducer(t, c), recs[n/2:]...)
+	kafkatest.Produce(t, manualProducer(t, c), recs[n/2:]...)
 	select {
 	case err := <-errc:
 		var h *consumer.HaltError
@@ -365,7 +365,7 @@ func TestIntegrationExactlyOnceFenced(t *testing.T) {
 		t.Fatal("the fenced consumer did not stop")
 	}
 	ends := endOffsets(t, c.Client(t), in)
-	waitFor(t, time.Minute, "the group's offsets at the end", func() bool {
+	kafkatest.WaitFor(t, time.Minute, "the group's offsets at the end", func() bool {
 		return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
 	})
 	if err := stop(); err != nil {
@@ -388,10 +388,10 @@ func TestIntegrationExactlyOnceUnwritableOutput(t *testing.T) {
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
 	}
-	produce(t, manualProducer(t, c), recs...)
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
 	group := kafkatest.UniqueName("eosbad")
 	cons, err := consumer.New(consumer.Config[string, string]{
-		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: testLogger(t),
+		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(),
 		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosbad-txn"), MaxRecords: 50},
 		ClientOpts:  []kgo.Opt{kgo.UnknownTopicRetries(2)},
@@ -408,7 +408,7 @@ func TestIntegrationExactlyOnceUnwritableOutput(t *testing.T) {
 	}
 	stop := runConsumer(t, cons)
 	ends := endOffsets(t, c.Client(t), in)
-	waitFor(t, 2*time.Minute, "the group's offsets at the end", func() bool {
+	kafkatest.WaitFor(t, 2*time.Minute, "the group's offsets at the end", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		got, err := kadmCommitted(ctx, c.Client(t), group, in)
@@ -465,14 +465,14 @@ func TestExactlyOnceAbortKeepsPause(t *testing.T) {
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: in, Partition: int32(i % 2), Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
 	}
-	produce(t, manualProducer(t, c), recs[:2]...) // one record each: the workers start
-	waitFor(t, time.Minute, "the first records processed", func() bool { return cons.Stats().Processed == 2 })
+	kafkatest.Produce(t, manualProducer(t, c), recs[:2]...) // one record each: the workers start
+	kafkatest.WaitFor(t, time.Minute, "the first records processed", func() bool { return cons.Stats().Processed == 2 })
 	if err := cons.Pause(in, 1); err != nil {
 		t.Fatal(err)
 	}
 	failed := failFirstTxnProduce(c) // an output of partition 0
-	produce(t, manualProducer(t, c), recs[2:]...)
-	waitFor(t, time.Minute, "partition 0 committed to its end", func() bool {
+	kafkatest.Produce(t, manualProducer(t, c), recs[2:]...)
+	kafkatest.WaitFor(t, time.Minute, "partition 0 committed to its end", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		got, err := kadmCommitted(ctx, c.Client(t), group, in)
@@ -491,7 +491,7 @@ func TestExactlyOnceAbortKeepsPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	ends := endOffsets(t, c.Client(t), in)
-	waitFor(t, time.Minute, "every partition committed to its end", func() bool {
+	kafkatest.WaitFor(t, time.Minute, "every partition committed to its end", func() bool {
 		return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
 	})
 	if err := stop(); err != nil {
@@ -505,7 +505,7 @@ func TestExactlyOnceAbortKeepsPause(t *testing.T) {
 // its context ends.
 func TestExactlyOnceUnreachableAtStart(t *testing.T) {
 	cons, err := consumer.New(consumer.Config[string, string]{
-		Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g", Logger: testLogger(t),
+		Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g", Logger: kafkatest.Logger(t),
 		Value:       serde.String(),
 		Handler:     func(context.Context, *consumer.Record[string, string]) error { return nil },
 		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: "tx"},
