@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -25,13 +23,6 @@ import (
 )
 
 const testToken = "t0ken-for-tests"
-
-func testLogger() *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
 
 // serve serves h on a free loopback port until t ends and returns its base
 // URL.
@@ -86,17 +77,6 @@ func call(t *testing.T, method, url, token string) (int, map[string]any) {
 	return resp.StatusCode, body
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 30s waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // stuckConsumer runs a consumer on a one-partition topic whose record at
 // offset 0 fails transiently for ever; it returns the consumer, the topic
 // and a producer.
@@ -105,7 +85,11 @@ func stuckConsumer(t *testing.T) (*consumer.Consumer[string, string], string, *k
 	c := kafkatest.New(t)
 	topic := c.Topic(t, "admin", 1)
 	pcl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	produce(t, pcl, topic, "poison", "ok-1", "ok-2")
+	kafkatest.Produce(t, pcl,
+		&kgo.Record{Topic: topic, Value: []byte("poison")},
+		&kgo.Record{Topic: topic, Value: []byte("ok-1")},
+		&kgo.Record{Topic: topic, Value: []byte("ok-2")},
+	)
 	seen := &processed{}
 	cons, err := consumer.New(consumer.Config[string, string]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
@@ -120,7 +104,7 @@ func stuckConsumer(t *testing.T) (*consumer.Consumer[string, string], string, *k
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.Fixed(50 * time.Millisecond)},
 		}},
-		Logger: testLogger(), CommitInterval: 100 * time.Millisecond,
+		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
 	})
 	if err != nil {
@@ -165,24 +149,13 @@ func (p *processed) has(v string) bool {
 	return false
 }
 
-func produce(t *testing.T, cl *kgo.Client, topic string, values ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, v := range values {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
-			t.Fatalf("produce: %v", err)
-		}
-	}
-}
-
 // TestIntegrationAdminAPI drives a stuck consumer over real HTTP: the
 // refusals each get their documented status and leave the record where it
 // is; the right token and offset skip it; the kill switch flips; an operator
 // pauses and resumes the partition.
 func TestIntegrationAdminAPI(t *testing.T) {
 	cons, topic, pcl, seen := stuckConsumer(t)
-	h, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": cons}, Token: testToken, Logger: testLogger()})
+	h, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": cons}, Token: testToken, Logger: kafkatest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +164,11 @@ func TestIntegrationAdminAPI(t *testing.T) {
 	if code, body := call(t, "GET", base+"/healthz", ""); code != 200 || body["status"] != "ok" {
 		t.Fatalf("/healthz = %d %v", code, body)
 	}
-	waitFor(t, "the partition stuck on offset 0", func() bool {
+	kafkatest.WaitFor(t, 30*time.Second, "the partition stuck on offset 0", func() bool {
 		st := cons.Stats().Stuck
 		return len(st) == 1 && st[0].Offset == 0
 	})
-	waitFor(t, "ready", func() bool { code, _ := call(t, "GET", base+"/readyz", ""); return code == 200 })
+	kafkatest.WaitFor(t, 30*time.Second, "ready", func() bool { code, _ := call(t, "GET", base+"/readyz", ""); return code == 200 })
 
 	// /stats carries the stuck partition (and needs the token).
 	if code, _ := call(t, "GET", base+"/stats", ""); code != 401 {
@@ -248,7 +221,7 @@ func TestIntegrationAdminAPI(t *testing.T) {
 	if code != 200 || body["action"] != "skipped" || body["offset"].(float64) != 0 || body["consumer"] != "orders" {
 		t.Fatalf("skip = %d %v; want 200 skipped at offset 0", code, body)
 	}
-	waitFor(t, "the records after the skipped one", func() bool { return seen.has("ok-2") })
+	kafkatest.WaitFor(t, 30*time.Second, "the records after the skipped one", func() bool { return seen.has("ok-2") })
 	if s := cons.Stats(); s.Skipped != 1 || len(s.Stuck) != 0 {
 		t.Fatalf("after the skip: Skipped %d, Stuck %v; want 1 and none", s.Skipped, s.Stuck)
 	}
@@ -297,11 +270,11 @@ func TestIntegrationAdminAPI(t *testing.T) {
 	if p := part(); p.State != consumer.PartitionPaused || p.Paused != consumer.PauseOperator {
 		t.Fatalf("after pause: %+v; want paused by an operator", p)
 	}
-	produce(t, pcl, topic, "after-resume")
+	kafkatest.Produce(t, pcl, &kgo.Record{Topic: topic, Value: []byte("after-resume")})
 	if code, body := call(t, "POST", base0+"/resume", testToken); code != 200 || body["action"] != "resumed" {
 		t.Fatalf("resume = %d %v", code, body)
 	}
-	waitFor(t, "the record produced while paused", func() bool { return seen.has("after-resume") })
+	kafkatest.WaitFor(t, 30*time.Second, "the record produced while paused", func() bool { return seen.has("after-resume") })
 	if p := part(); p.State != consumer.PartitionFlowing {
 		t.Fatalf("after resume: %+v; want flowing", p)
 	}
@@ -331,13 +304,13 @@ func TestIntegrationFloodResume(t *testing.T) {
 		Value:      serde.String(serde.ValidUTF8()),
 		Handler:    func(context.Context, *consumer.Record[string, string]) error { return nil },
 		FloodGuard: consumer.FloodGuard{Window: 20, Min: 5},
-		Logger:     testLogger(), CommitInterval: 100 * time.Millisecond,
+		Logger:     kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"c": cons}, Token: testToken, Logger: testLogger()})
+	h, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"c": cons}, Token: testToken, Logger: kafkatest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

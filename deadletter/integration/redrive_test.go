@@ -25,15 +25,6 @@ func kgoHeaders(in hs) []kgo.RecordHeader {
 	return out
 }
 
-func produce(t *testing.T, cl *kgo.Client, rs ...*kgo.Record) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-}
-
 func readAll(t *testing.T, cl *kgo.Client, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -96,7 +87,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	add("malformed", bad, nil)
 	for _, r := range rs {
-		produce(t, fx.cl, r)
+		kafkatest.Produce(t, fx.cl, r)
 	}
 	return fx
 }
@@ -210,7 +201,7 @@ func TestIntegrationRedriveLoopGuard(t *testing.T) {
 	cl := c.Client(t, kgo.FetchMaxWait(200*time.Millisecond))
 	src, dlq := c.Topic(t, "src", 1), c.Topic(t, "dlq", 1)
 	ctx := context.Background()
-	produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("poison"), Headers: kgoHeaders(antidoteLetter(nil, src, 0, 0))})
+	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("poison"), Headers: kgoHeaders(antidoteLetter(nil, src, 0, 0))})
 	for round := 1; ; round++ {
 		res, err := deadletter.Redrive(ctx, cl, deadletter.RedriveConfig{Topic: dlq, MaxRedrives: 2, IdleTimeout: 3 * time.Second})
 		if err != nil {
@@ -230,7 +221,7 @@ func TestIntegrationRedriveLoopGuard(t *testing.T) {
 		// headers and all.
 		got := readAll(t, cl, src)
 		last := got[len(got)-1]
-		produce(t, cl, &kgo.Record{Topic: dlq, Value: last.Value, Headers: kgoHeaders(antidoteLetter(hsOf(last.Headers), src, 0, last.Offset))})
+		kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: last.Value, Headers: kgoHeaders(antidoteLetter(hsOf(last.Headers), src, 0, last.Offset))})
 	}
 }
 
@@ -264,7 +255,7 @@ func TestIntegrationRedriveUnknownTarget(t *testing.T) {
 	cl := c.Client(t, deadletter.ScanOpts()...)
 	dlq := c.Topic(t, "dlq", 1)
 	missing := kafkatest.UniqueName("missing")
-	produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("a"), Headers: kgoHeaders(antidoteLetter(nil, missing, 0, 0))})
+	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("a"), Headers: kgoHeaders(antidoteLetter(nil, missing, 0, 0))})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, cfg := range []deadletter.RedriveConfig{{Topic: dlq}, {Topic: dlq, To: missing + "-to"}} {
@@ -292,7 +283,7 @@ func TestIntegrationRedriveRelativeResumes(t *testing.T) {
 	for i := range rs {
 		rs[i] = &kgo.Record{Topic: dlq, Value: []byte(strconv.Itoa(i)), Headers: kgoHeaders(antidoteLetter(nil, src, 0, int64(i)))}
 	}
-	produce(t, cl, rs...)
+	kafkatest.Produce(t, cl, rs...)
 	cfg := deadletter.RedriveConfig{Topic: dlq, Filter: deadletter.Filter{MaxAge: 24 * time.Hour}, BatchRecords: 300}
 	ctx := context.Background()
 	first := cfg

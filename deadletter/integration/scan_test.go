@@ -26,7 +26,7 @@ func TestIntegrationScanStallIsNotTheEnd(t *testing.T) {
 	cl := c.Client(t, deadletter.ScanOpts()...)
 	topic := c.Topic(t, "dlq", 1)
 	for i := range 5 {
-		produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i), Headers: kgoHeaders(antidoteLetter(nil, "src", 0, int64(i)))})
+		kafkatest.Produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i), Headers: kgoHeaders(antidoteLetter(nil, "src", 0, int64(i)))})
 	}
 	release := make(chan struct{})
 	defer close(release)
@@ -100,7 +100,7 @@ func TestIntegrationScanRange(t *testing.T) {
 	cl := c.Client(t, append(deadletter.ScanOpts(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	topic := c.Topic(t, "dlq", 2)
 	for i := range 10 {
-		produce(t, cl, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)})
+		kafkatest.Produce(t, cl, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -128,7 +128,7 @@ func TestIntegrationScanRange(t *testing.T) {
 	err = deadletter.Scan(fctx, cl, deadletter.ScanConfig{Topic: topic, Follow: true}, func(r *kgo.Record) error {
 		n++
 		if n == 10 {
-			produce(t, cl, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("late")})
+			kafkatest.Produce(t, cl, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("late")})
 		}
 		if string(r.Value) == "late" {
 			return deadletter.ErrStop
