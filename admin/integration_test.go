@@ -296,9 +296,7 @@ func TestIntegrationFloodResume(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte("\xffpoison")})
 	}
 	prod := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.Produce(t, prod, recs...)
 	cons, err := consumer.New(consumer.Config[string, string]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: kafkatest.UniqueName("adminflood"),
 		Value:      serde.String(serde.ValidUTF8()),

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,11 +37,7 @@ func letters(t *testing.T, n int) (*kafkatest.Cluster, string) {
 			Topic: "orders", Partition: 0, Offset: int64(i), Group: "g", Attempts: 1, First: time.Now(), Last: time.Now()}
 		rs = append(rs, &kgo.Record{Topic: dlq, Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf(`{"id":%d}`, i)), Headers: kgoHeaders(f.AppendHeaders(nil))})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.Produce(t, cl, rs...)
 	return c, dlq
 }
 

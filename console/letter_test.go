@@ -1,12 +1,10 @@
 package console_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -24,11 +22,7 @@ func oneLetter(t *testing.T, v []byte) (*kafkatest.Cluster, string) {
 	f := &deadletter.Failure{Stage: deadletter.StageDeserializeValue, Reason: deadletter.ReasonPermanent, Class: "permanent",
 		Message: "bad", Topic: "orders", OriginalHeaders: 1}
 	hs := kgoHeaders(f.AppendHeaders([]deadletter.Header{{Key: "email", Value: []byte("ada@example.com")}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.Client(t, kgo.ProducerBatchMaxBytes(1<<20)).ProduceSync(ctx, &kgo.Record{Topic: dlq, Key: []byte("customer-42"), Value: v, Headers: hs}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.Produce(t, c.Client(t, kgo.ProducerBatchMaxBytes(1<<20)), &kgo.Record{Topic: dlq, Key: []byte("customer-42"), Value: v, Headers: hs})
 	return c, dlq
 }
 

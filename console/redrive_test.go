@@ -14,6 +14,7 @@ import (
 
 	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
 )
 
 // post sends a form with the bearer token and returns the status, the body
@@ -44,9 +45,7 @@ func TestIntegrationRedriveLoopGuard(t *testing.T) {
 	hs := kgoHeaders(f.AppendHeaders([]deadletter.Header{{Key: deadletter.HeaderRedriveCount, Value: []byte("3")}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: dlq, Value: []byte("again"), Headers: hs}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("again"), Headers: hs})
 	base := newServer(t, c, console.Config{})
 	_, page, _ := get(t, base+"/topics/"+dlq+"?reason=looping", true)
 	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)

@@ -35,11 +35,10 @@ func TestIntegrationClientHooksSeeOneClient(t *testing.T) {
 	group := kafkatest.UniqueName("hooks-group")
 	prod := c.Client(t, kgo.ProducerLinger(0))
 	ctx := context.Background()
-	for _, v := range []string{"fail", "later"} {
-		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte(v)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kafkatest.Produce(t, prod,
+		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("fail")},
+		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("later")},
+	)
 	run := func(hooks *newClients, until func(consumer.Stats) bool) {
 		cons, err := consumer.New(consumer.Config[string, string]{
 			Brokers: c.Brokers(), Topics: []string{topic}, Group: group,

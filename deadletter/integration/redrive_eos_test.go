@@ -58,9 +58,7 @@ func TestIntegrationRedriveExactlyOnceKill(t *testing.T) {
 		rs[i] = &kgo.Record{Topic: dlq, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i)),
 			Headers: kgoHeaders(antidoteLetter(hs{h("n", strconv.Itoa(i))}, src, int32(i%3), int64(i)))}
 	}
-	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.Produce(t, cl, rs...)
 
 	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRedriveChild$", "-test.v")
 	child.Env = append(os.Environ(), envChildBrokers+"="+strings.Join(c.Brokers(), ","), envChildDLQ+"="+dlq,
