@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +19,17 @@ import (
 // TestIntegrationDurableAttempts: a record retried in place keeps its attempt
 // count across a restart of the consumer: the new member goes on from where
 // the old one stopped, dead-letters it after the policy's total number of
-// tries, and deletes the state entry. (Before: it started again at 1.)
+// tries, and deletes the state entry. (Before: it started again at 1.) It
+// runs with one record at a time and with keyed concurrency, where records of
+// several keys may retry at once.
 func TestIntegrationDurableAttempts(t *testing.T) {
 	c := kafkatest.New(t)
+	for _, conc := range []int{0, 4} {
+		t.Run(fmt.Sprintf("concurrency-%d", conc), func(t *testing.T) { testDurableAttempts(t, c, conc) })
+	}
+}
+
+func testDurableAttempts(t *testing.T, c *kafkatest.Cluster, conc int) {
 	topic := oneTopic(t, c, "durable", "ok", "always fails", "after")
 	group := kafkatest.UniqueName("durable")
 	var mu sync.Mutex
@@ -36,6 +45,7 @@ func TestIntegrationDurableAttempts(t *testing.T) {
 	}
 	mod := func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
+		cfg.Concurrency = consumer.Concurrency{Max: conc}
 		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(100*time.Millisecond), 8)
 	}
 	first := testConsumer(t, c, topic, group, serde.String(), handler, mod)

@@ -101,9 +101,9 @@
 //	                        order is kept (a batch holds one record of a key); a crash may
 //	                        try a tier copy once more
 //	DurableAttempts         the attempt count of a record retried in place survives a
-//	                        restart; not kept with Concurrency (records of many keys
-//	                        retry at once, and the state is one entry per partition) nor
-//	                        with ExactlyOnce (the state is written outside the transaction)
+//	                        restart, with every way of reaching the handler; not kept
+//	                        with ExactlyOnce (the state would be written outside the
+//	                        transactions)
 //
 // In every mode nothing is lost: a record is processed, dead-lettered or
 // skipped before any offset passes it. The integration tests run each

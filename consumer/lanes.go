@@ -29,10 +29,9 @@ import (
 // Everything else works as with one record at a time: the policies, the
 // dead-letter path, skip, the kill switch, the flood guard, stats, hooks and
 // revokes, [RetryTopics] (a source partition's lanes park a key's records in
-// order) and [ExactlyOnce] (records settled out of order are written into the
-// transaction in offset order). Not kept with it: [DurableAttempts] (the
-// attempt count of a record retried in place starts again at 1 after a
-// restart).
+// order), [ExactlyOnce] (records settled out of order are written into the
+// transaction in offset order) and [DurableAttempts] (one entry per record
+// retrying in place).
 //
 // With a [BatchHandler], a partition's records are split by key into Max
 // shards, each handling batches of its own: up to Max batches of a partition
