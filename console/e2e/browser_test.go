@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -129,13 +128,6 @@ func (tb *tab) screenshot(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot %s.png (%d bytes)", name, len(png))
-}
-
-func testLogger() *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func contains(t *testing.T, what, s, sub string) {

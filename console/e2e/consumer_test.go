@@ -29,7 +29,12 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 	topic := c.Topic(t, "stuck", 1)
 	pcl := c.Client(t, kgo.ProducerLinger(0))
 	t.Cleanup(func() { deleteTopic(pcl, topic+".dlq") })
-	produceValues(t, pcl, topic, "poison-1", "ok-1", "poison-2", "ok-2")
+	kafkatest.Produce(t, pcl,
+		&kgo.Record{Topic: topic, Value: []byte("poison-1")},
+		&kgo.Record{Topic: topic, Value: []byte("ok-1")},
+		&kgo.Record{Topic: topic, Value: []byte("poison-2")},
+		&kgo.Record{Topic: topic, Value: []byte("ok-2")},
+	)
 	var processed atomic.Int32
 	cons, err := consumer.New(consumer.Config[string, string]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
@@ -44,7 +49,7 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Outcome{Retry: backoff.Fixed(50 * time.Millisecond)},
 		}},
-		Logger: testLogger(), CommitInterval: 100 * time.Millisecond,
+		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
 	})
 	if err != nil {
@@ -67,10 +72,10 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 	stuckOn := func(o int64) func() bool {
 		return func() bool { s := cons.Stats().Stuck; return len(s) == 1 && s[0].Offset == o }
 	}
-	waitFor(t, "stuck on offset 0", stuckOn(0))
+	kafkatest.WaitFor(t, 60*time.Second, "stuck on offset 0", stuckOn(0))
 
 	h, err := console.New(console.Config{
-		ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, Token: token, Logger: testLogger(),
+		ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, Token: token, Logger: kafkatest.Logger(t),
 		Consumers: map[string]admin.Consumer{"orders": cons}, Prefix: "/ui/",
 	})
 	if err != nil {
@@ -78,7 +83,7 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 	}
 	t.Cleanup(h.Close)
 	// Served by the admin API of the consumer, under /ui/.
-	adm, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": cons}, Token: token, Logger: testLogger(), Console: h})
+	adm, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": cons}, Token: token, Logger: kafkatest.Logger(t), Console: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +104,7 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 	// Skip the record: the consumer moves on, and gets stuck on the next.
 	tb.run(t, "skip", chromedp.Click("button.skip", chromedp.ByQuery), chromedp.WaitVisible("#message", chromedp.ByID))
 	contains(t, "after skip", tb.text(t, "#message"), "skipped")
-	waitFor(t, "stuck on offset 2", stuckOn(2))
+	kafkatest.WaitFor(t, 60*time.Second, "stuck on offset 2", stuckOn(2))
 	if st := cons.Stats(); st.Skipped != 1 || processed.Load() != 1 {
 		t.Errorf("after the skip: %d skipped, %d processed; want 1 and 1", st.Skipped, processed.Load())
 	}
@@ -121,23 +126,12 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 	if cons.Stats().RetryEnabled {
 		t.Error("Stats().RetryEnabled is still true after the kill switch")
 	}
-	waitFor(t, "the second poison pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
-	waitFor(t, "ok-2 processed", func() bool { return processed.Load() == 2 })
+	kafkatest.WaitFor(t, 60*time.Second, "the second poison pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	kafkatest.WaitFor(t, 60*time.Second, "ok-2 processed", func() bool { return processed.Load() == 2 })
 	tb.run(t, "reload", chromedp.Navigate(tb.base+"/consumers/orders"), chromedp.WaitVisible("#partitions", chromedp.ByID))
 	contains(t, "after the kill switch", tb.text(t, "#partitions tbody tr"), "flowing")
 	contains(t, "after the kill switch", tb.text(t, "#dead-lettered"), "1")
 	if d := tb.dialogs.Load(); d != 0 {
 		t.Errorf("%d dialogs opened", d)
-	}
-}
-
-func produceValues(t *testing.T, cl *kgo.Client, topic string, values ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, v := range values {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -93,7 +93,7 @@ func TestIntegrationConsoleDialects(t *testing.T) {
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := console.New(console.Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, Token: token, Logger: testLogger(), Topics: []string{dlq}})
+	h, err := console.New(console.Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, Token: token, Logger: kafkatest.Logger(t), Topics: []string{dlq}})
 	if err != nil {
 		t.Fatal(err)
 	}

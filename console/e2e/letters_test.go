@@ -90,7 +90,7 @@ func fill(t *testing.T) *poisoned {
 			}
 			return nil
 		},
-		Logger: testLogger(), CommitInterval: 100 * time.Millisecond,
+		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
 	})
 	if err != nil {
@@ -100,7 +100,7 @@ func fill(t *testing.T) *poisoned {
 	done := make(chan error, 1)
 	go func() { done <- cons.Run(rctx) }()
 	want := uint64(p.rejected + p.garbage)
-	waitFor(t, fmt.Sprintf("%d dead letters", want), func() bool { return cons.Stats().DeadLettered >= want })
+	kafkatest.WaitFor(t, 60*time.Second, fmt.Sprintf("%d dead letters", want), func() bool { return cons.Stats().DeadLettered >= want })
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
@@ -118,22 +118,11 @@ func deleteTopic(cl *kgo.Client, topic string) {
 	_, _ = kadm.NewClient(cl).DeleteTopics(ctx, topic)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 60s waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func newConsole(t *testing.T, p *poisoned, cfg console.Config) *console.Handler {
 	t.Helper()
 	cfg.ClientOpts = []kgo.Opt{kgo.SeedBrokers(p.cluster.Brokers()...)}
 	cfg.Token = token
-	cfg.Logger = testLogger()
+	cfg.Logger = kafkatest.Logger(t)
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 5 * time.Second
 	}

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,24 +33,6 @@ const token = "metrics-test-token"
 type order struct {
 	ID     int    `json:"id"`
 	Status string `json:"status"`
-}
-
-func testLogger() *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 60s waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // scrape GETs /metrics over HTTP and parses it with the Prometheus text
@@ -183,7 +163,7 @@ func TestIntegrationMetrics(t *testing.T) {
 			Transient: consumer.Outcome{Retry: backoff.Fixed(100 * time.Millisecond)},
 		}},
 		Hooks:  m,
-		Logger: testLogger(), CommitInterval: 100 * time.Millisecond,
+		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
 		ClientOpts: []kgo.Opt{
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond),
 			kgo.WithHooks(client),
@@ -209,7 +189,7 @@ func TestIntegrationMetrics(t *testing.T) {
 	}()
 
 	h, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": cons}, Token: token,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: testLogger()})
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: kafkatest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +217,7 @@ func TestIntegrationMetrics(t *testing.T) {
 			t.Logf("last Stats: %s", b)
 		}
 	}()
-	waitFor(t, "partition 0 settled and committed, partition 1 stuck", func() bool {
+	kafkatest.WaitFor(t, 60*time.Second, "partition 0 settled and committed, partition 1 stuck", func() bool {
 		s := cons.Stats()
 		last = s
 		return s.Processed == 12 && s.DeadLettered == 2 && len(s.Stuck) == 1 && lag(s, 0) == 0
@@ -315,7 +295,7 @@ func TestIntegrationMetrics(t *testing.T) {
 	post(t, fmt.Sprintf("%s/partitions/%s/0/pause", base, topic))
 	post(t, fmt.Sprintf("%s/partitions/%s/1/skip?offset=0", base, topic))
 	post(t, base+"/retry?enabled=off")
-	waitFor(t, "the record after the skipped one", func() bool { return cons.Stats().Processed == 13 })
+	kafkatest.WaitFor(t, 60*time.Second, "the record after the skipped one", func() bool { return cons.Stats().Processed == 13 })
 	fams = scrape(t, base)
 	v, _ = sum(fams, "antidote_records_total", map[string]string{"outcome": "skipped", "stage": "process", "class": "transient"})
 	exact("records skipped", v, 1)

@@ -142,7 +142,7 @@ func TestIntegrationForeignProducerOutage(t *testing.T) {
 	}
 
 	produce(0)
-	waitFor(t, "records before the first outage", 2*time.Minute, func() bool { return processed() == parts*perPart })
+	kafkatest.WaitFor(t, 2*time.Minute, "records before the first outage", func() bool { return processed() == parts*perPart })
 
 	var worstFirst, worstAll time.Duration
 	for o := 1; o <= outages; o++ {
@@ -154,7 +154,7 @@ func TestIntegrationForeignProducerOutage(t *testing.T) {
 		sreg.Kill(t)
 		killed, before, cpu0 := time.Now(), calls.Load(), cpuTime(t)
 		produce(o) // the serializer has the id cached: no registry call
-		waitFor(t, "the breaker to open", 2*time.Minute, func() bool { return reg.Breaker().State() != avro.Closed })
+		kafkatest.WaitFor(t, 2*time.Minute, "the breaker to open", func() bool { return reg.Breaker().State() != avro.Closed })
 		time.Sleep(2 * time.Second)
 
 		type up struct {
@@ -181,7 +181,7 @@ func TestIntegrationForeignProducerOutage(t *testing.T) {
 			t.Fatalf("outage %d: the registry does not answer after its restart", o)
 		}
 		cpu := cpuTime(t) - cpu0
-		waitFor(t, fmt.Sprintf("the records of outage %d", o), 3*time.Minute, func() bool { return processed() == (o+1)*parts*perPart })
+		kafkatest.WaitFor(t, 3*time.Minute, fmt.Sprintf("the records of outage %d", o), func() bool { return processed() == (o+1)*parts*perPart })
 		first, all, last := firstOf(o)
 		down := u.at.Sub(killed)
 		requests := u.calls - before

@@ -42,26 +42,6 @@ func (s *seen) count() int {
 	return s.n
 }
 
-func produceSync(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // runConsumer starts c and returns a function that stops it.
 func runConsumer[V any](t *testing.T, c *consumer.Consumer[[]byte, V]) func() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,10 +115,10 @@ func TestIntegrationRegistryOutage(t *testing.T) {
 				recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: encode(t, id, schema, v)})
 			}
 		}
-		produceSync(t, prod, recs...)
+		kafkatest.Produce(t, prod, recs...)
 	}
 	batch(idA, orderV1, orderV1T{ID: "a", Amount: 1})
-	waitFor(t, "first batch", time.Minute, func() bool { return got.count() == parts*perPart })
+	kafkatest.WaitFor(t, time.Minute, "first batch", func() bool { return got.count() == parts*perPart })
 
 	sreg.Stop()
 	batch(idB, orderV2, Order{ID: "b", Amount: 2, Currency: "USD"})
@@ -153,7 +133,7 @@ func TestIntegrationRegistryOutage(t *testing.T) {
 		t.Errorf("consumer stats show the registry breaker %s during the outage", state)
 	}
 	sreg.Start(t)
-	waitFor(t, "second batch", time.Minute, func() bool { return got.count() == 2*parts*perPart })
+	kafkatest.WaitFor(t, time.Minute, "second batch", func() bool { return got.count() == 2*parts*perPart })
 
 	bound := int64(parts) + int64(outage/probe) + 3
 	st := c.Stats()
@@ -204,7 +184,7 @@ func TestIntegrationBadBytes(t *testing.T) {
 	truncated := good(99)
 	truncated = truncated[:len(truncated)-3]
 	prod := cluster.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	send := func(v []byte) { produceSync(t, prod, &kgo.Record{Topic: topic, Value: v}) }
+	send := func(v []byte) { kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: v}) }
 
 	send(good(0))
 	// A foreign client's plain string: no magic byte.
@@ -243,7 +223,7 @@ func TestIntegrationBadBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runConsumer(t, c)
-	waitFor(t, "records settled", time.Minute, func() bool {
+	kafkatest.WaitFor(t, time.Minute, "records settled", func() bool {
 		st := c.Stats()
 		return st.Processed == 5 && st.DeadLettered == 4
 	})
