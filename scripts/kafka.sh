@@ -47,9 +47,11 @@
 # three JVMs instead of six on a small machine, and the quorum (2 of 3) survives
 # any one node killed or hung, which is what the fault runs do. New topics get
 # replication factor 3 and min.insync.replicas=2, the internal topics too
-# (offsets, transactions). Node N's client listener is 127.0.0.1:KAFKA_CLUSTER_PORT+N-1
-# (default 39192-39194), its controller listener that port + 10 (39202-39204):
-# no clash with the single-node broker (39092-39094). Each JVM gets a small
+# (offsets, transactions). KIP-848 group sessions are short (10s, heartbeats
+# every second), so that a killed member's partitions move within seconds.
+# Node N's client listener is 127.0.0.1:KAFKA_CLUSTER_PORT+N-1 (default
+# 39192-39194), its controller listener that port + 10 (39202-39204): no clash
+# with the single-node broker (39092-39094). Each JVM gets a small
 # heap (KAFKA_CLUSTER_HEAP, default 384m). No SASL listener in this mode.
 set -euo pipefail
 
@@ -303,6 +305,10 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=3
 share.coordinator.state.topic.min.isr=2
 group.initial.rebalance.delay.ms=0
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
 auto.create.topics.enable=true
 unclean.leader.election.enable=false
 log.flush.interval.messages=9223372036854775807
