@@ -280,22 +280,27 @@ func commands(ctx context.Context, c *consumer.Consumer[string, Value], sc *Scen
 			}()
 		case "skip":
 			// Skip one record a source partition is stuck on, as an
-			// operator would after reading Stats.
-			done := false
-			for _, s := range c.Stats().Stuck {
-				if s.Topic != sc.Source() {
-					continue
+			// operator would after reading Stats: wait up to MS for one.
+			go func() {
+				deadline := time.Now().Add(ms(arg))
+				for {
+					for _, s := range c.Stats().Stuck {
+						if s.Topic != sc.Source() {
+							continue
+						}
+						err := c.Skip(s.Topic, s.Partition, s.Offset)
+						el.write(Event{Ev: "skip", Member: member, Topic: s.Topic, Part: s.Partition, Offset: s.Offset, Err: errString(err), T0: time.Now().UnixNano()})
+						if err == nil {
+							return
+						}
+					}
+					if time.Now().After(deadline) || ctx.Err() != nil {
+						el.write(Event{Ev: "skip", Member: member, Part: -1, Err: "nothing stuck", T0: time.Now().UnixNano()})
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
 				}
-				err := c.Skip(s.Topic, s.Partition, s.Offset)
-				el.write(Event{Ev: "skip", Member: member, Topic: s.Topic, Part: s.Partition, Offset: s.Offset, Err: errString(err), T0: now})
-				if err == nil {
-					done = true
-					break
-				}
-			}
-			if !done {
-				el.write(Event{Ev: "skip", Member: member, Part: -1, Err: "nothing skipped", T0: now})
-			}
+			}()
 		case "retryoff":
 			off, on := false, true
 			c.SetRetryEnabled(false)

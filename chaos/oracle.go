@@ -43,6 +43,10 @@ type facts struct {
 	committed map[int32]int64 // the group's committed offsets on the source
 	events    []Event
 	exits     []Violation
+	// durable: the mode keeps attempt counts (DurableAttempts, one
+	// record at a time or batches, not exactly-once) and no process or
+	// broker was killed, so no count may be lost.
+	durable bool
 }
 
 // readEvents reads every child's log in dir; a last line cut by a SIGKILL
@@ -241,6 +245,12 @@ func judge(sc *Scenario, f *facts) []Violation {
 		if !pill && !v.Perm && v.Fail >= sc.Mode.TotalTries() && len(oks) > 0 {
 			add("tried-beyond-policy", "record %s fails on its first %d tries, the policy gives %d, yet a try succeeded: %s",
 				at, v.Fail, sc.Mode.TotalTries(), calls(a.calls[at]))
+		}
+		// Durable attempts: without a crash, a record is tried no more
+		// often than its policy says, across rebalances and clean stops.
+		if !pill && !v.Perm && f.durable && a.failed[at] > sc.Mode.TotalTries() {
+			add("attempts-lost", "record %s failed %d times, the policy gives %d tries, and no process crashed: the attempt count was lost; calls: %s",
+				at, a.failed[at], sc.Mode.TotalTries(), calls(a.calls[at]))
 		}
 		if !pill && len(oks) > 0 && v.Perm {
 			add("processed-rejected", "record %s is rejected by the handler but shows as processed", at)

@@ -166,6 +166,9 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	}
 	r.mu.Lock()
 	in.exits = r.exits
+	m := sc.Mode
+	in.durable = m.DurableAttempts && m.Dispatch != "lanes" && !m.ExactlyOnce &&
+		r.faults[FaultKill] == 0 && r.faults[FaultBrokerKill] == 0 && r.faults[FaultBrokerHang] == 0
 	r.mu.Unlock()
 	r.debug("collected after %v", time.Since(t0))
 	res.Records = len(in.source)

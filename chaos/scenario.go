@@ -252,8 +252,13 @@ func Generate(seed uint64, backend string) *Scenario {
 		n = 2 + r.IntN(3)
 	}
 	span := sc.ProduceMs + 2000
-	for range n {
+	for i := range n {
 		f := Fault{AtMs: 300 + r.IntN(span), Kind: pickWeighted(r, kinds)}
+		if i == 0 {
+			// Consecutive seeds draw every kind at least once: a
+			// bounded sample of len(kinds) runs covers them all.
+			f.Kind = kinds[seed%uint64(len(kinds))].kind
+		}
 		switch f.Kind {
 		case FaultKill:
 			f.Arg, f.ForMs = r.IntN(8), 100+r.IntN(2000)
