@@ -261,8 +261,13 @@ func judge(sc *Scenario, f *facts) []Violation {
 			switch {
 			case n > 1:
 				add("duplicate-output", "record %s has %d outputs read_committed; calls: %s", at, n, calls(a.calls[at]))
-			case n == 1 && (len(ls) > 0 || a.skipped[at]):
-				add("output-and-letter", "record %s has an output and was dead-lettered or skipped too", at)
+			case n == 1 && len(ls) > 0:
+				add("output-and-letter", "record %s has an output and a letter, both read_committed; calls: %s", at, calls(a.calls[at]))
+			case n == 1 && a.skipped[at]:
+				// Consumer.Skip returned nil, yet the record was
+				// processed and its output committed: the skip was
+				// undone (by an aborted transaction, say).
+				add("skip-undone", "record %s was skipped by an operator (Skip returned nil), then processed with its output committed; calls: %s", at, calls(a.calls[at]))
 			case n == 0 && len(oks) > 0 && len(ls) == 0 && !a.skipped[at]:
 				add("missing-output", "record %s was processed but has no committed output; calls: %s", at, calls(a.calls[at]))
 			}

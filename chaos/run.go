@@ -90,7 +90,10 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 		return err
 	}
 	var err error
+	// The producer sees new source partitions within a second (the
+	// grow fault), not after franz-go's default 5 minutes.
 	r.cl, err = kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.RecordDeliveryTimeout(90*time.Second),
+		kgo.MetadataMaxAge(time.Second), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(sc.MaxMessage)), kgo.MaxBufferedRecords(1000))
 	if err != nil {
 		return err

@@ -175,6 +175,10 @@ func drawMode(r *rand.Rand) Mode {
 		Protocol:        []string{"classic", "consumer"}[r.IntN(2)],
 		CommitMs:        []int{100, 500, 2000}[r.IntN(3)],
 	}
+	if r.IntN(3) == 0 {
+		// Slow retries in place: a fault lands mid-retry more often.
+		m.BackoffMs = 200 + r.IntN(400)
+	}
 	switch r.IntN(3) {
 	case 0:
 		m.Dispatch = "one"

@@ -5,8 +5,9 @@
 #
 # The seeds change on every run and are printed; a failing seed prints the
 # command that reruns it. Consecutive seeds draw every fault kind at least
-# once (the first fault of seed S is kind S mod the number of kinds), so
-# 7 kfake runs and 9 cluster runs cover every kind.
+# once (the first fault of seed S is kind S mod the number of kinds): 7 kfake
+# runs cover the consumer-side kinds, and the cluster seeds start at a broker
+# kill, then a broker hang.
 #
 # Environment:
 #   CHAOS_KFAKE_BUDGET   how long to start new kfake runs (default 3m; a run
@@ -34,7 +35,9 @@ echo "==> chaos on kfake: seeds from $SEED for $BUDGET"
 
 if [ "$CRUNS" -gt 0 ]; then
   if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
-    CSEED=$((SEED + 500000))
+    # The first cluster seed draws a broker kill first, the second a
+    # broker hang (kinds 7 and 8 of chaos/scenario.go's faultKinds).
+    CSEED=$(((SEED + 500000) / 9 * 9 + 7))
     echo "==> chaos on the three-broker cluster: $CRUNS runs from seed $CSEED"
     rc=0
     "$BIN" -backend cluster -runs "$CRUNS" -seed "$CSEED" || rc=$?
