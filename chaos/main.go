@@ -47,6 +47,7 @@ func main() {
 		budget   = flag.Duration("budget", 0, "start no new run after this long (0: no limit); runs always end by themselves")
 		verbose  = flag.Bool("v", false, "log each run as it ends")
 		show     = flag.Bool("show", false, "print the scenario of -seed and exit")
+		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang)")
 
 		child   = flag.String("child", "", "")
 		member  = flag.Int("member", 0, "")
@@ -60,7 +61,7 @@ func main() {
 		*seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
 	}
 	if *show {
-		b, _ := json.MarshalIndent(Generate(*seed, strings.Split(*backends, ",")[0]), "", "  ")
+		b, _ := json.MarshalIndent(Generate(*seed, strings.Split(*backends, ",")[0], splitList(*without)...), "", "  ")
 		fmt.Println(string(b))
 		return
 	}
@@ -77,7 +78,7 @@ func main() {
 	failed := false
 	start := time.Now()
 	for _, b := range strings.Split(*backends, ",") {
-		s, err := runBackend(ctx, b, *seed, *runs, *keep, *verbose, start, *budget, logf)
+		s, err := runBackend(ctx, b, *seed, *runs, splitList(*without), *keep, *verbose, start, *budget, logf)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			os.Exit(2)
@@ -124,7 +125,14 @@ type Failed struct {
 	Rerun      string      `json:"rerun"`
 }
 
-func runBackend(ctx context.Context, name string, seed uint64, runs int, keep, verbose bool, start time.Time, budget time.Duration, logf func(string, ...any)) (*Summary, error) {
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func runBackend(ctx context.Context, name string, seed uint64, runs int, without []string, keep, verbose bool, start time.Time, budget time.Duration, logf func(string, ...any)) (*Summary, error) {
 	s := &Summary{Backend: name, FirstSeed: seed, Faults: map[string]int{}, ByKind: map[string]int{}, Modes: map[string]int{}}
 	t0 := time.Now()
 	var cluster *clusterBackend
@@ -152,7 +160,7 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, keep, v
 			break
 		}
 		sd := seed + uint64(i)
-		sc := Generate(sd, name)
+		sc := Generate(sd, name, without...)
 		var be Backend = cluster
 		if cluster == nil {
 			kb, err := newKfake()
@@ -192,11 +200,19 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, keep, v
 				vs = vs[:20]
 			}
 			s.Failed = append(s.Failed, Failed{Seed: sd, Mode: res.Mode, Faults: kinds(sc), Violations: vs, Error: res.Err, Dir: res.Dir,
-				Rerun: fmt.Sprintf("go run ./chaos -backend %s -runs 1 -seed %d", name, sd)})
+				Rerun: rerun(name, sd, without)})
 		}
 	}
 	s.Seconds = time.Since(t0).Seconds()
 	return s, nil
+}
+
+func rerun(backend string, seed uint64, without []string) string {
+	cmd := fmt.Sprintf("go run ./chaos -backend %s -runs 1 -seed %d", backend, seed)
+	if len(without) > 0 {
+		cmd += " -without " + strings.Join(without, ",")
+	}
+	return cmd
 }
 
 func kinds(sc *Scenario) []string {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/consumer"
 )
 
 // Result is what one run found.
@@ -445,6 +447,21 @@ func (r *runner) fault(ctx context.Context, f Fault, brokerMu *sync.Mutex) {
 			r.note("grow %s by %d from %d: %v", r.sc.Source(), f.Arg, n, err)
 			return
 		}
+		count()
+	case FaultDelete:
+		topic := r.sc.DLQ()
+		if f.Arg == 1 && len(r.sc.Mode.TiersMs) > 0 {
+			topic = consumer.RetryTopics{}.TierTopic(r.sc.Source(), r.sc.Group(), ms(r.sc.Mode.TiersMs[0]))
+		}
+		resp, err := r.adm.DeleteTopics(ctx, topic)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			r.note("delete %s: %v", topic, err)
+			return
+		}
+		r.logf("seed %d: deleted %s", r.sc.Seed, topic)
 		count()
 	case FaultBrokerKill, FaultBrokerHang:
 		brokerMu.Lock()

