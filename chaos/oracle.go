@@ -43,6 +43,8 @@ type facts struct {
 	committed map[int32]int64 // the group's committed offsets on the source
 	events    []Event
 	exits     []Violation
+	forwards  []*kgo.Record  // copies in the retry tiers (read_committed)
+	commits   []commitSample // the group's offsets as they moved
 	// durable: the mode keeps attempt counts (DurableAttempts, one
 	// record at a time or batches, not exactly-once) and no process or
 	// broker was killed, so no count may be lost.
@@ -289,6 +291,63 @@ func judge(sc *Scenario, f *facts) []Violation {
 		}
 	}
 	vs = append(vs, orderViolations(sc, src, a)...)
+	vs = append(vs, commitAhead(src, a, f)...)
+	return vs
+}
+
+// commitAhead checks that no commit passed a record before it was settled:
+// processed (a successful call ended), skipped, dead-lettered or forwarded
+// to a tier (the letter's or copy's timestamp is its write's start). One
+// violation per partition, the first.
+func commitAhead(src []*kgo.Record, a *accounts, f *facts) []Violation {
+	settled := map[pos]int64{}
+	at := func(p pos, t int64) {
+		if old, ok := settled[p]; !ok || t < old {
+			settled[p] = t
+		}
+	}
+	for p, es := range a.ok {
+		t, _ := minT1(es)
+		at(p, t)
+	}
+	for _, e := range f.events {
+		if e.Ev == "skip" && e.Err == "" {
+			at(pos{e.Part, e.Offset}, e.T0)
+		}
+	}
+	for p, ls := range a.letters {
+		for _, l := range ls {
+			at(p, l.rec.Timestamp.UnixNano())
+		}
+	}
+	for _, r := range f.forwards {
+		if l, err := parseLetter(r); err == nil {
+			at(l.at, r.Timestamp.UnixNano())
+		}
+	}
+	byPart := map[int32][]*kgo.Record{}
+	for _, r := range src {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	var vs []Violation
+	reported := map[int32]bool{}
+	for _, c := range f.commits {
+		if reported[c.Partition] {
+			continue
+		}
+		for _, r := range byPart[c.Partition] { // sorted by offset
+			if r.Offset >= c.Committed {
+				break
+			}
+			p := pos{r.Partition, r.Offset}
+			if t, ok := settled[p]; !ok || t > c.At {
+				vs = append(vs, Violation{"commit-ahead", fmt.Sprintf("partition %d: offset %d was committed (seen at %d) before record %s was settled (at %d, 0: never); calls: %s",
+					c.Partition, c.Committed, c.At, p, t, calls(a.calls[p]))})
+				reported[c.Partition] = true
+				break
+			}
+		}
+	}
 	return vs
 }
 

@@ -107,7 +107,7 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	}
 	defer r.deleteTopics()
 
-	r.tail, err = newTail(r.brokers, sc.Source(), sc.DLQ(), sc.Output())
+	r.tail, err = newTail(r.brokers, append([]string{sc.Source(), sc.DLQ(), sc.Output()}, sc.Tiers()...)...)
 	if err != nil {
 		return err
 	}
@@ -117,6 +117,10 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	for range sc.Members {
 		r.startMember(-1)
 	}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	sampled := make(chan []commitSample, 1)
+	go func() { sampled <- r.sampleCommits(sampleCtx) }()
 
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -161,14 +165,18 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 		}
 	}
 	r.debug("settled (or gave up) after %v", time.Since(t0))
+	r.describeGroup(ctx) // evidence for a run that did not settle
 	r.stopAll()
 	r.debug("children stopped after %v", time.Since(t0))
+	stopSampling()
+	commits := <-sampled
 
 	// Judge from the logs and what Kafka holds.
 	in, err := r.collect(ctx)
 	if err != nil {
 		return err
 	}
+	in.commits = commits
 	r.mu.Lock()
 	in.exits = r.exits
 	m := sc.Mode
@@ -543,7 +551,8 @@ func (r *runner) collect(ctx context.Context) (*facts, error) {
 	}
 	snap := r.tail.snapshot()
 	f := &facts{source: snap.all(sc.Source()), letters: snap.all(sc.DLQ()), outputs: snap.all(sc.Output()),
-		ends: map[int32]int64{}, committed: map[int32]int64{}}
+		forwards: snap.allOf(sc.Tiers()),
+		ends:     map[int32]int64{}, committed: map[int32]int64{}}
 	ends, err := r.adm.ListEndOffsets(ctx, sc.Source())
 	if err != nil {
 		return nil, err
@@ -560,4 +569,66 @@ func (r *runner) collect(ctx context.Context) (*facts, error) {
 	})
 	f.events, err = readEvents(r.dir)
 	return f, err
+}
+
+// commitSample is the group's committed offset of a source partition, seen
+// at a moment (unix nanoseconds): the commit happened before it.
+type commitSample struct {
+	At        int64
+	Partition int32
+	Committed int64
+}
+
+// sampleCommits reads the group's committed offsets of the source every
+// 250ms until ctx ends, keeping the samples where an offset moved.
+func (r *runner) sampleCommits(ctx context.Context) []commitSample {
+	var out []commitSample
+	last := map[int32]int64{}
+	for ctx.Err() == nil {
+		sleep(ctx, 250*time.Millisecond)
+		resp, err := r.adm.FetchOffsets(ctx, r.sc.Group())
+		if err != nil {
+			continue
+		}
+		now := time.Now().UnixNano()
+		resp.Each(func(o kadm.OffsetResponse) {
+			if o.Err != nil || o.Topic != r.sc.Source() || o.At <= last[o.Partition] {
+				return
+			}
+			last[o.Partition] = o.At
+			out = append(out, commitSample{now, o.Partition, o.At})
+		})
+	}
+	return out
+}
+
+// describeGroup writes the group's members and their assignments, as the
+// broker sees them, to group.txt in the run's folder.
+func (r *runner) describeGroup(ctx context.Context) {
+	var b strings.Builder
+	groups, err := r.adm.DescribeGroups(ctx, r.sc.Group())
+	if err != nil {
+		fmt.Fprintf(&b, "describe: %v\n", err)
+	}
+	for _, g := range groups {
+		fmt.Fprintf(&b, "group %s state %s protocol %s/%s err %v\n", g.Group, g.State, g.ProtocolType, g.Protocol, g.Err)
+		for _, m := range g.Members {
+			var parts []string
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range a.Topics {
+					parts = append(parts, fmt.Sprintf("%s%v", t.Topic, t.Partitions))
+				}
+			}
+			fmt.Fprintf(&b, "  member %s client %s host %s: %s\n", m.MemberID, m.ClientID, m.ClientHost, strings.Join(parts, " "))
+		}
+	}
+	if groups, err := r.adm.DescribeConsumerGroups(ctx, r.sc.Group()); err == nil {
+		for _, g := range groups {
+			fmt.Fprintf(&b, "consumer group %s state %s epoch %d err %v\n", g.Group, g.State, g.Epoch, g.Err)
+			for _, m := range g.Members {
+				fmt.Fprintf(&b, "  member %s client %s assigned %v\n", m.MemberID, m.ClientID, m.Assignment)
+			}
+		}
+	}
+	os.WriteFile(r.dir+"/group.txt", []byte(b.String()), 0o644)
 }

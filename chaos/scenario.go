@@ -305,6 +305,15 @@ func (sc *Scenario) Output() string { return fmt.Sprintf("chaos-%d-out", sc.Seed
 // DLQ is the dead-letter topic of the source (the default template).
 func (sc *Scenario) DLQ() string { return sc.Source() + ".dlq" }
 
+// Tiers are the retry tier topics (the default template).
+func (sc *Scenario) Tiers() []string {
+	var ts []string
+	for _, d := range sc.Mode.TiersMs {
+		ts = append(ts, consumer.RetryTopics{}.TierTopic(sc.Source(), sc.Group(), ms(d)))
+	}
+	return ts
+}
+
 // Group is the consumer group.
 func (sc *Scenario) Group() string { return fmt.Sprintf("chaos-%d-group", sc.Seed) }
 

@@ -120,3 +120,11 @@ func (t *tail) snapshot() snapshot {
 }
 
 func (s snapshot) all(topic string) []*kgo.Record { return s[topic] }
+
+func (s snapshot) allOf(topics []string) []*kgo.Record {
+	var out []*kgo.Record
+	for _, t := range topics {
+		out = append(out, s[t]...)
+	}
+	return out
+}
