@@ -80,7 +80,10 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 			kgo.SessionTimeout(6 * time.Second),
 			kgo.HeartbeatInterval(500 * time.Millisecond),
 			kgo.RebalanceTimeout(10 * time.Second),
-			kgo.ClientID(fmt.Sprintf("chaos-m%d", member)),
+			// The process in the client id: a member of the group
+			// whose process is gone can be told apart (see
+			// describeGroup).
+			kgo.ClientID(fmt.Sprintf("chaos-m%d-p%d", member, os.Getpid())),
 		},
 	}
 	if m.Protocol == "consumer" {

@@ -157,15 +157,19 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 		settle = 150 * time.Second
 	}
 	deadline := time.Now().Add(settle)
+	done := false
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		sleep(ctx, time.Second)
-		if r.settled(ctx) {
+		if done = r.settled(ctx); done {
 			sleep(ctx, ms(sc.Mode.CommitMs)+time.Second)
 			break
 		}
 	}
 	r.debug("settled (or gave up) after %v", time.Since(t0))
-	r.describeGroup(ctx) // evidence for a run that did not settle
+	ghosts := r.describeGroup(ctx) // evidence for a run that did not settle
+	if done {
+		ghosts = nil // a member killed less than a session ago may still be listed
+	}
 	r.stopAll()
 	r.debug("children stopped after %v", time.Since(t0))
 	stopSampling()
@@ -177,8 +181,9 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 		return err
 	}
 	in.commits = commits
+	in.exits = append(in.exits, ghosts...)
 	r.mu.Lock()
-	in.exits = r.exits
+	in.exits = append(in.exits, r.exits...)
 	m := sc.Mode
 	in.durable = m.DurableAttempts && m.Dispatch != "lanes" && !m.ExactlyOnce &&
 		r.faults[FaultKill] == 0 && r.faults[FaultBrokerKill] == 0 && r.faults[FaultBrokerHang] == 0
@@ -603,8 +608,22 @@ func (r *runner) sampleCommits(ctx context.Context) []commitSample {
 }
 
 // describeGroup writes the group's members and their assignments, as the
-// broker sees them, to group.txt in the run's folder.
-func (r *runner) describeGroup(ctx context.Context) {
+// broker sees them, to group.txt in the run's folder. It returns a
+// violation for each member whose process is gone (killed by the run more
+// than a session ago) that still holds partitions: the broker kept a dead
+// member, which no consumer can fix (kind "ghost-member", the backend's).
+func (r *runner) describeGroup(ctx context.Context) []Violation {
+	alive := map[string]bool{}
+	for _, m := range r.alive() {
+		alive[fmt.Sprint(m.cmd.Process.Pid)] = true
+	}
+	var ghosts []Violation
+	ghost := func(client string, parts string) {
+		_, pid, ok := strings.Cut(client, "-p")
+		if ok && !alive[pid] && parts != "" {
+			ghosts = append(ghosts, Violation{"ghost-member", fmt.Sprintf("the broker keeps member %s (its process %s is gone) in the group at the end, holding %s", client, pid, parts)})
+		}
+	}
 	var b strings.Builder
 	groups, err := r.adm.DescribeGroups(ctx, r.sc.Group())
 	if err != nil {
@@ -620,6 +639,7 @@ func (r *runner) describeGroup(ctx context.Context) {
 				}
 			}
 			fmt.Fprintf(&b, "  member %s client %s host %s: %s\n", m.MemberID, m.ClientID, m.ClientHost, strings.Join(parts, " "))
+			ghost(m.ClientID, strings.Join(parts, " "))
 		}
 	}
 	if groups, err := r.adm.DescribeConsumerGroups(ctx, r.sc.Group()); err == nil {
@@ -627,8 +647,12 @@ func (r *runner) describeGroup(ctx context.Context) {
 			fmt.Fprintf(&b, "consumer group %s state %s epoch %d err %v\n", g.Group, g.State, g.Epoch, g.Err)
 			for _, m := range g.Members {
 				fmt.Fprintf(&b, "  member %s client %s assigned %v\n", m.MemberID, m.ClientID, m.Assignment)
+				if len(m.Assignment) > 0 {
+					ghost(m.ClientID, fmt.Sprint(m.Assignment))
+				}
 			}
 		}
 	}
 	os.WriteFile(r.dir+"/group.txt", []byte(b.String()), 0o644)
+	return ghosts
 }
