@@ -47,6 +47,7 @@ func main() {
 		budget   = flag.Duration("budget", 0, "start no new run after this long (0: no limit); runs always end by themselves")
 		verbose  = flag.Bool("v", false, "log each run as it ends")
 		show     = flag.Bool("show", false, "print the scenario of -seed and exit")
+		scenario = flag.String("scenario", "", "run the scenario in this JSON file (a failing run's scenario.json, edited to shrink it by hand) instead of generating one")
 		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang)")
 
 		child   = flag.String("child", "", "")
@@ -78,7 +79,21 @@ func main() {
 	failed := false
 	start := time.Now()
 	for _, b := range strings.Split(*backends, ",") {
-		s, err := runBackend(ctx, b, *seed, *runs, splitList(*without), *keep, *verbose, start, *budget, logf)
+		var fixed *Scenario
+		if *scenario != "" {
+			raw, err := os.ReadFile(*scenario)
+			if err == nil {
+				fixed = new(Scenario)
+				err = json.Unmarshal(raw, fixed)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "chaos: -scenario:", err)
+				os.Exit(2)
+			}
+			fixed.Backend = b
+			*runs = 1
+		}
+		s, err := runBackend(ctx, b, *seed, *runs, splitList(*without), fixed, *keep, *verbose, start, *budget, logf)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			os.Exit(2)
@@ -132,7 +147,7 @@ func splitList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-func runBackend(ctx context.Context, name string, seed uint64, runs int, without []string, keep, verbose bool, start time.Time, budget time.Duration, logf func(string, ...any)) (*Summary, error) {
+func runBackend(ctx context.Context, name string, seed uint64, runs int, without []string, fixed *Scenario, keep, verbose bool, start time.Time, budget time.Duration, logf func(string, ...any)) (*Summary, error) {
 	s := &Summary{Backend: name, FirstSeed: seed, Faults: map[string]int{}, ByKind: map[string]int{}, Modes: map[string]int{}}
 	t0 := time.Now()
 	var cluster *clusterBackend
@@ -161,6 +176,9 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 		}
 		sd := seed + uint64(i)
 		sc := Generate(sd, name, without...)
+		if fixed != nil {
+			sc, sd = fixed, fixed.Seed
+		}
 		var be Backend = cluster
 		if cluster == nil {
 			kb, err := newKfake()
@@ -200,14 +218,17 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 				vs = vs[:20]
 			}
 			s.Failed = append(s.Failed, Failed{Seed: sd, Mode: res.Mode, Faults: kinds(sc), Violations: vs, Error: res.Err, Dir: res.Dir,
-				Rerun: rerun(name, sd, without)})
+				Rerun: rerun(name, sd, without, fixed != nil, res.Dir)})
 		}
 	}
 	s.Seconds = time.Since(t0).Seconds()
 	return s, nil
 }
 
-func rerun(backend string, seed uint64, without []string) string {
+func rerun(backend string, seed uint64, without []string, fixed bool, dir string) string {
+	if fixed {
+		return fmt.Sprintf("go run ./chaos -backend %s -scenario %s/scenario.json", backend, dir)
+	}
 	cmd := fmt.Sprintf("go run ./chaos -backend %s -runs 1 -seed %d", backend, seed)
 	if len(without) > 0 {
 		cmd += " -without " + strings.Join(without, ",")
