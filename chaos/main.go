@@ -211,6 +211,9 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 				status = "error: " + res.Err
 			}
 			logf("%s seed %d (%s, %d records, faults %v) in %v: %s", name, sd, res.Mode, res.Records, kinds(sc), res.Duration.Round(100*time.Millisecond), status)
+			for _, n := range res.Notes {
+				logf("  note: %s", n)
+			}
 		}
 		if len(res.Violations) > 0 || res.Err != "" {
 			vs := res.Violations

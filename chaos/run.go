@@ -27,7 +27,8 @@ type Result struct {
 	Faults     map[string]int `json:"faults"`
 	Violations []Violation    `json:"violations,omitempty"`
 	Duration   time.Duration  `json:"duration_ns"`
-	Dir        string         `json:"dir,omitempty"` // kept when something failed
+	Notes      []string       `json:"notes,omitempty"` // faults that could not be done, produce errors
+	Dir        string         `json:"dir,omitempty"`   // kept when something failed
 	Err        string         `json:"error,omitempty"`
 }
 
@@ -81,7 +82,12 @@ func runScenario(ctx context.Context, sc *Scenario, be Backend, exe string, keep
 	if err := r.run(ctx, &res); err != nil {
 		res.Err = err.Error()
 	}
-	res.Faults = r.faults
+	r.mu.Lock()
+	res.Faults, res.Notes = r.faults, r.notes
+	r.mu.Unlock()
+	if len(res.Notes) > 0 {
+		os.WriteFile(dir+"/notes.txt", []byte(strings.Join(res.Notes, "\n")+"\n"), 0o644)
+	}
 	return res
 }
 
@@ -330,6 +336,7 @@ func (r *runner) startMember(idx int) {
 	stdin, _ := cmd.StdinPipe()
 	m := &member{idx: idx, cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
+		errf.Close()
 		r.notes = append(r.notes, fmt.Sprintf("start member %d: %v", idx, err))
 		close(m.done)
 		return
