@@ -41,7 +41,8 @@ type Event struct {
 	T0     int64  `json:"t0,omitempty"`  // unix nanoseconds: the call began
 	T1     int64  `json:"t1,omitempty"`  // and ended
 	Err    string `json:"err,omitempty"`
-	On     *bool  `json:"on,omitempty"` // retry: the kill switch's new state
+	On     *bool  `json:"on,omitempty"`      // retry: the kill switch's new state
+	RSSKiB int64  `json:"rss_kib,omitempty"` // stop: the process's peak resident set
 }
 
 // eventLog appends JSON lines to a file; every line is one write, so a
@@ -227,6 +228,10 @@ func runChild(dir string, member int, brokers []string) int {
 	go commands(ctx, c, &sc, member, el)
 	err = c.Run(ctx)
 	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano()}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		e.RSSKiB = ru.Maxrss // KiB on Linux
+	}
 	if st, jerr := json.Marshal(c.Stats()); jerr == nil {
 		log.Info("final stats", "stats", string(st))
 	}

@@ -126,6 +126,7 @@ type Summary struct {
 	ByKind     map[string]int `json:"violations_by_kind"`
 	Modes      map[string]int `json:"modes"`
 	Seconds    float64        `json:"seconds"`
+	PeakRSSKiB int64          `json:"peak_rss_kib"` // the largest peak RSS of a consumer process
 	Failed     []Failed       `json:"failed,omitempty"`
 }
 
@@ -169,6 +170,10 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 	if err != nil {
 		return nil, err
 	}
+	if fixed != nil {
+		seed = fixed.Seed
+		s.FirstSeed = seed
+	}
 	logf("%s: %d runs from seed %d", name, runs, seed)
 	for i := range runs {
 		if ctx.Err() != nil || (budget > 0 && time.Since(start) > budget) {
@@ -196,6 +201,7 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 			s.Faults[k] += n
 		}
 		s.Violations += len(res.Violations)
+		s.PeakRSSKiB = max(s.PeakRSSKiB, res.PeakRSSKiB)
 		for _, v := range res.Violations {
 			s.ByKind[v.Kind]++
 		}
@@ -249,14 +255,14 @@ func kinds(sc *Scenario) []string {
 
 func printTable(w io.Writer, sums []*Summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "backend\truns\trecords\tviolations\terrors\tseconds\tfaults")
+	fmt.Fprintln(tw, "backend\truns\trecords\tviolations\terrors\tseconds\tpeak RSS\tfaults")
 	for _, s := range sums {
 		var fk []string
 		for k, n := range s.Faults {
 			fk = append(fk, fmt.Sprintf("%s=%d", k, n))
 		}
 		sort.Strings(fk)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.0f\t%s\n", s.Backend, s.Runs, s.Records, s.Violations, s.Errors, s.Seconds, strings.Join(fk, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.0f\t%d MiB\t%s\n", s.Backend, s.Runs, s.Records, s.Violations, s.Errors, s.Seconds, s.PeakRSSKiB>>10, strings.Join(fk, " "))
 	}
 	tw.Flush()
 	for _, s := range sums {

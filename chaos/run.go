@@ -28,6 +28,7 @@ type Result struct {
 	Violations []Violation    `json:"violations,omitempty"`
 	Duration   time.Duration  `json:"duration_ns"`
 	Notes      []string       `json:"notes,omitempty"` // faults that could not be done, produce errors
+	PeakRSSKiB int64          `json:"peak_rss_kib"`    // the largest peak RSS of a consumer process that stopped cleanly
 	Dir        string         `json:"dir,omitempty"`   // kept when something failed
 	Err        string         `json:"error,omitempty"`
 }
@@ -196,6 +197,9 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	r.mu.Unlock()
 	r.debug("collected after %v", time.Since(t0))
 	res.Records = len(in.source)
+	for _, e := range in.events {
+		res.PeakRSSKiB = max(res.PeakRSSKiB, e.RSSKiB)
+	}
 	res.Violations = judge(sc, in)
 	return nil
 }
