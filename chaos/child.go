@@ -116,7 +116,7 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 		cfg.Handler = w.handle
 	}
 	if m.ExactlyOnce {
-		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: fmt.Sprintf("chaos-%d-m%d", sc.Seed, member), Interval: 100 * time.Millisecond}
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: fmt.Sprintf("%sm%d", sc.prefix(), member), Interval: 100 * time.Millisecond}
 	}
 	cfg.DurableAttempts.Disable = !m.DurableAttempts
 	if m.BufferRecords > 0 {

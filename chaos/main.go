@@ -47,6 +47,7 @@ func main() {
 		budget   = flag.Duration("budget", 0, "start no new run after this long (0: no limit); runs always end by themselves")
 		verbose  = flag.Bool("v", false, "log each run as it ends")
 		show     = flag.Bool("show", false, "print the scenario of -seed and exit")
+		shrinkN  = flag.Int("shrink", 0, "shrink each failing scenario with up to this many more runs (fewer faults, records, members)")
 		scenario = flag.String("scenario", "", "run the scenario in this JSON file (a failing run's scenario.json, edited to shrink it by hand) instead of generating one")
 		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang)")
 
@@ -93,7 +94,7 @@ func main() {
 			fixed.Backend = b
 			*runs = 1
 		}
-		s, err := runBackend(ctx, b, *seed, *runs, splitList(*without), fixed, *keep, *verbose, start, *budget, logf)
+		s, err := runBackend(ctx, b, *seed, *runs, splitList(*without), fixed, *shrinkN, *keep, *verbose, start, *budget, logf)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
 			os.Exit(2)
@@ -139,6 +140,7 @@ type Failed struct {
 	Error      string      `json:"error,omitempty"`
 	Dir        string      `json:"dir"`
 	Rerun      string      `json:"rerun"`
+	Shrunk     string      `json:"shrunk,omitempty"` // the command that runs the smallest scenario that still failed
 }
 
 func splitList(s string) []string {
@@ -148,7 +150,7 @@ func splitList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-func runBackend(ctx context.Context, name string, seed uint64, runs int, without []string, fixed *Scenario, keep, verbose bool, start time.Time, budget time.Duration, logf func(string, ...any)) (*Summary, error) {
+func runBackend(ctx context.Context, name string, seed uint64, runs int, without []string, fixed *Scenario, shrinkN int, keep, verbose bool, start time.Time, budget time.Duration, logf func(string, ...any)) (*Summary, error) {
 	s := &Summary{Backend: name, FirstSeed: seed, Faults: map[string]int{}, ByKind: map[string]int{}, Modes: map[string]int{}}
 	t0 := time.Now()
 	var cluster *clusterBackend
@@ -184,16 +186,22 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 		if fixed != nil {
 			sc, sd = fixed, fixed.Seed
 		}
-		var be Backend = cluster
-		if cluster == nil {
-			kb, err := newKfake()
-			if err != nil {
-				return nil, err
+		run := func(sc *Scenario) (Result, error) {
+			var be Backend = cluster
+			if cluster == nil {
+				kb, err := newKfake()
+				if err != nil {
+					return Result{}, err
+				}
+				be = kb
 			}
-			be = kb
+			defer be.Close()
+			return runScenario(ctx, sc, be, exe, keep, logf), nil
 		}
-		res := runScenario(ctx, sc, be, exe, keep, logf)
-		be.Close()
+		res, err := run(sc)
+		if err != nil {
+			return nil, err
+		}
 		s.Runs++
 		s.Records += res.Records
 		s.Modes[sc.Mode.Dispatch]++
@@ -226,8 +234,14 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 			if len(vs) > 20 {
 				vs = vs[:20]
 			}
-			s.Failed = append(s.Failed, Failed{Seed: sd, Mode: res.Mode, Faults: kinds(sc), Violations: vs, Error: res.Err, Dir: res.Dir,
-				Rerun: rerun(name, sd, without, fixed != nil, res.Dir)})
+			f := Failed{Seed: sd, Mode: res.Mode, Faults: kinds(sc), Violations: vs, Error: res.Err, Dir: res.Dir,
+				Rerun: rerun(name, sd, without, fixed != nil, res.Dir)}
+			if shrinkN > 0 && len(res.Violations) > 0 {
+				if small, path := shrink(ctx, sc, res, shrinkN, run, logf); small != nil {
+					f.Shrunk = fmt.Sprintf("go run ./chaos -backend %s -scenario %s", name, path)
+				}
+			}
+			s.Failed = append(s.Failed, f)
 		}
 	}
 	s.Seconds = time.Since(t0).Seconds()
@@ -275,6 +289,9 @@ func printTable(w io.Writer, sums []*Summary) {
 				fmt.Fprintf(w, "  %s: %s\n", v.Kind, v.Detail)
 			}
 			fmt.Fprintf(w, "  rerun: %s\n", f.Rerun)
+			if f.Shrunk != "" {
+				fmt.Fprintf(w, "  shrunk: %s\n", f.Shrunk)
+			}
 		}
 	}
 }

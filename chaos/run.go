@@ -237,7 +237,7 @@ func (r *runner) deleteTopics() {
 	if err != nil {
 		return
 	}
-	prefix := fmt.Sprintf("chaos-%d-", r.sc.Seed)
+	prefix := r.sc.prefix()
 	var del []string
 	for _, t := range topics.Names() {
 		if strings.HasPrefix(t, prefix) {

@@ -16,7 +16,11 @@ import (
 // faults. It is a pure function of the seed and the backend, and it is
 // written to the run folder as JSON for the child processes to read.
 type Scenario struct {
-	Seed    uint64 `json:"seed"`
+	Seed uint64 `json:"seed"`
+	// Try tells the runs of one seed apart while it is shrunk: topics and
+	// the group get new names (a deleted topic's name is not free at once
+	// on a real cluster). 0 on the first run.
+	Try     int    `json:"try,omitempty"`
 	Backend string `json:"backend"`
 	Mode    Mode   `json:"mode"`
 
@@ -297,10 +301,18 @@ func sortFaults(fs []Fault) {
 }
 
 // Source is the topic the scenario's consumers read.
-func (sc *Scenario) Source() string { return fmt.Sprintf("chaos-%d-src", sc.Seed) }
+func (sc *Scenario) Source() string { return sc.prefix() + "src" }
+
+// prefix starts the names of the scenario's topics and group.
+func (sc *Scenario) prefix() string {
+	if sc.Try > 0 {
+		return fmt.Sprintf("chaos-%d-t%d-", sc.Seed, sc.Try)
+	}
+	return fmt.Sprintf("chaos-%d-", sc.Seed)
+}
 
 // Output is the topic of the handler's outputs in the exactly-once mode.
-func (sc *Scenario) Output() string { return fmt.Sprintf("chaos-%d-out", sc.Seed) }
+func (sc *Scenario) Output() string { return sc.prefix() + "out" }
 
 // DLQ is the dead-letter topic of the source (the default template).
 func (sc *Scenario) DLQ() string { return sc.Source() + ".dlq" }
@@ -315,6 +327,6 @@ func (sc *Scenario) Tiers() []string {
 }
 
 // Group is the consumer group.
-func (sc *Scenario) Group() string { return fmt.Sprintf("chaos-%d-group", sc.Seed) }
+func (sc *Scenario) Group() string { return sc.prefix() + "group" }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
