@@ -197,6 +197,12 @@ func judge(sc *Scenario, f *facts) []Violation {
 	for _, r := range src {
 		byPos[pos{r.Partition, r.Offset}] = r
 	}
+	forwarded := map[pos]int{} // copies in the tiers, by source record
+	for _, r := range f.forwards {
+		if l, err := parseLetter(r); err == nil && l.topic == sc.Source() {
+			forwarded[l.at]++
+		}
+	}
 	outputs := map[pos]int{}
 	for _, o := range f.outputs {
 		var p int32
@@ -214,7 +220,10 @@ func judge(sc *Scenario, f *facts) []Violation {
 		oks := a.ok[at]
 		// Nothing lost.
 		if len(oks) == 0 && len(ls) == 0 && !a.skipped[at] {
-			if c, ok := f.committed[r.Partition]; ok && c > r.Offset {
+			if fw := forwarded[at]; fw > 0 {
+				add("unsettled", "record %s (value %.40q) is in a retry tier (%d copies), not yet processed, dead-lettered or skipped by the end of the run; calls: %s",
+					at, r.Value, fw, calls(a.calls[at]))
+			} else if c, ok := f.committed[r.Partition]; ok && c > r.Offset {
 				add("lost", "record %s (value %.40q) was never processed, dead-lettered or skipped, and the group committed %d past it; calls: %s",
 					at, r.Value, c, calls(a.calls[at]))
 			} else {

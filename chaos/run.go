@@ -158,18 +158,24 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	}
 
 	// Settle: wait until every record is accounted for and the group's
-	// offsets are at the end of the source partitions.
-	settle := 60 * time.Second
+	// offsets are at the end of the source partitions; give up after a
+	// while without progress (slow retries in place take long, and are
+	// not stuck), or at a hard limit.
+	quiet, limit := 45*time.Second, 4*time.Minute
 	if sc.Backend == "cluster" {
-		settle = 150 * time.Second
+		quiet, limit = 90*time.Second, 5*time.Minute
 	}
-	deadline := time.Now().Add(settle)
+	hard, lastProgress, lastLeft := time.Now().Add(limit), time.Now(), -1
 	done := false
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	for time.Now().Before(hard) && time.Since(lastProgress) < quiet && ctx.Err() == nil {
 		sleep(ctx, time.Second)
-		if done = r.settled(ctx); done {
+		var left int
+		if done, left = r.settled(ctx); done {
 			sleep(ctx, ms(sc.Mode.CommitMs)+time.Second)
 			break
+		}
+		if left != lastLeft {
+			lastProgress, lastLeft = time.Now(), left
 		}
 	}
 	r.debug("settled (or gave up) after %v", time.Since(t0))
@@ -523,14 +529,17 @@ func (r *runner) leader(ctx context.Context, arg int) (int32, error) {
 
 // settled reports whether every source record is accounted for in the logs
 // and letters, and the group's offsets are at the end of the source.
-func (r *runner) settled(ctx context.Context) bool {
+func (r *runner) settled(ctx context.Context) (bool, int) {
+	events, _ := readEvents(r.dir)
+	snap := r.tail.snapshot()
+	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), events))
 	ends, err := r.adm.ListEndOffsets(ctx, r.sc.Source())
 	if err != nil {
-		return false
+		return false, left
 	}
 	committed, err := r.adm.FetchOffsets(ctx, r.sc.Group())
 	if err != nil {
-		return false
+		return false, left
 	}
 	ok := true
 	ends.Each(func(o kadm.ListedOffset) {
@@ -543,12 +552,7 @@ func (r *runner) settled(ctx context.Context) bool {
 			ok = false
 		}
 	})
-	if !ok {
-		return false
-	}
-	events, _ := readEvents(r.dir)
-	snap := r.tail.snapshot()
-	return len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), events)) == 0
+	return ok && left == 0, left
 }
 
 // collect gathers the oracle's facts once the children are stopped.
