@@ -17,6 +17,10 @@
 // processes of this program that log every handler call; the oracle reads
 // only those logs and what Kafka holds.
 //
+// A failing seed prints the command that reruns it and keeps its folder
+// (scenario.json, the children's logs, group.txt); -shrink N tries smaller
+// scenarios that still fail, and -scenario runs a scenario from its file.
+//
 // The kfake backend runs an in-process kfake cluster per run on loopback; the
 // cluster backend uses scripts/kafka.sh cluster (started, and stopped at the
 // end, if it is not running).
