@@ -1,5 +1,5 @@
 # Targets people run. `make test` is the README's test command and what CI runs.
-.PHONY: test unit lint kafka-start kafka-stop demo bench fuzz screenshots
+.PHONY: test unit lint kafka-start kafka-stop demo bench fuzz screenshots chaos
 
 test:            ## everything: lint, unit tests on kfake, integration tests on a real broker
 	scripts/test.sh
@@ -18,6 +18,9 @@ demo:            ## the demo, on an in-process cluster
 bench:           ## the end-to-end benchmark against the real test broker
 	scripts/kafka.sh start
 	go run ./bench -brokers 127.0.0.1:39092
+
+chaos:           ## a bounded sample of randomized fault runs: kfake, then the three-broker cluster
+	scripts/chaos.sh
 
 kafka-start:     ## start the real test broker (prints its address)
 	scripts/kafka.sh start

@@ -28,6 +28,31 @@
 #
 # Starting twice is safe (the second start sees the running broker and returns);
 # stopping twice is safe; stop leaves no process behind.
+#
+# Three-broker mode, for the randomized fault runs (chaos/) and replication tests:
+#
+#   scripts/kafka.sh cluster start       format three nodes, start them, wait until ready;
+#                                        prints the bootstrap addresses (comma-separated)
+#   scripts/kafka.sh cluster stop        stop every node and remove the storage
+#   scripts/kafka.sh cluster status      print the bootstrap addresses and each node's state
+#   scripts/kafka.sh cluster env         print ANTIDOTE_KAFKA_BROKERS for the cluster
+#   scripts/kafka.sh cluster kill N      SIGKILL node N (1-3); its data stays for restart
+#   scripts/kafka.sh cluster hang N      SIGSTOP node N (a hung broker)
+#   scripts/kafka.sh cluster cont N      SIGCONT node N
+#   scripts/kafka.sh cluster restart N   start node N again on its data dir (after kill), wait for it
+#   scripts/kafka.sh cluster pid N       print node N's pid (exit 1 if it is not running)
+#   scripts/kafka.sh cluster leader TOPIC PART   print the node id leading TOPIC/PART
+#
+# Each node is a combined broker+controller and the three are the KRaft voters:
+# three JVMs instead of six on a small machine, and the quorum (2 of 3) survives
+# any one node killed or hung, which is what the fault runs do. New topics get
+# replication factor 3 and min.insync.replicas=2, the internal topics too
+# (offsets, transactions). KIP-848 group sessions are short (10s, heartbeats
+# every second), so that a killed member's partitions move within seconds.
+# Node N's client listener is 127.0.0.1:KAFKA_CLUSTER_PORT+N-1 (default
+# 39192-39194), its controller listener that port + 10 (39202-39204): no clash
+# with the single-node broker (39092-39094). Each JVM gets a small
+# heap (KAFKA_CLUSTER_HEAP, default 384m). No SASL listener in this mode.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -243,7 +268,215 @@ stop_quiet() {
   rm -rf "$RUN"
 }
 
+# ---- three-broker mode ----------------------------------------------------
+
+CBASE="${KAFKA_CLUSTER_PORT:-39192}"
+CRUN="$CACHE/kafka-cluster-$CBASE"
+CHEAP="${KAFKA_CLUSTER_HEAP:-384m}"
+
+cport() { echo $((CBASE + $1 - 1)); }
+cctl() { echo $((CBASE + 10 + $1 - 1)); }
+cbootstrap() { echo "127.0.0.1:$(cport 1),127.0.0.1:$(cport 2),127.0.0.1:$(cport 3)"; }
+cnode_ok() { case "${1:-}" in 1 | 2 | 3) ;; *) die "cluster: node must be 1, 2 or 3, not '${1:-}'" ;; esac; }
+cpid_alive() { [ -f "$CRUN/n$1/pid" ] && kill -0 "$(cat "$CRUN/n$1/pid")" 2>/dev/null; }
+cjava() { java -cp "$JARS/*" -Dlog4j2.configurationFile="$CRUN/log4j2-tools.properties" "$@"; }
+
+cwrite_config() {
+  local n=$1 d="$CRUN/n$1"
+  mkdir -p "$d/data"
+  cat >"$d/server.properties" <<CONF
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=1@127.0.0.1:$(cctl 1),2@127.0.0.1:$(cctl 2),3@127.0.0.1:$(cctl 3)
+listeners=PLAINTEXT://127.0.0.1:$(cport "$n"),CONTROLLER://127.0.0.1:$(cctl "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(cport "$n")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$d/data
+num.partitions=1
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+group.initial.rebalance.delay.ms=0
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
+auto.create.topics.enable=true
+unclean.leader.election.enable=false
+log.flush.interval.messages=9223372036854775807
+CONF
+  cat >"$d/log4j2.properties" <<CONF
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = $d/broker.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.state.name = state.change.logger
+logger.state.level = WARN
+CONF
+}
+
+# claunch starts node N on its (formatted) data dir, in the background.
+claunch() {
+  local n=$1 d="$CRUN/n$1"
+  : >"$d/broker.log"
+  setsid java -cp "$JARS/*" "-Xms128m" "-Xmx$CHEAP" -XX:+UseSerialGC -Djava.awt.headless=true \
+    "-Dlog4j2.configurationFile=$d/log4j2.properties" kafka.Kafka "$d/server.properties" \
+    >"$d/stdout.log" 2>&1 </dev/null &
+  echo $! >"$d/pid"
+}
+
+# cwait waits until nodes $@ log that they started, then until the cluster
+# answers a metadata request on their ports.
+cwait() {
+  local deadline=$((SECONDS + TIMEOUT)) n
+  for n in "$@"; do
+    until grep -q "Kafka Server started" "$CRUN/n$n/broker.log" 2>/dev/null; do
+      cpid_alive "$n" || { tail -40 "$CRUN/n$n/stdout.log" "$CRUN/n$n/broker.log" >&2 2>/dev/null || true; die "cluster: node $n exited during startup (logs in $CRUN/n$n)"; }
+      [ $SECONDS -lt $deadline ] || { tail -40 "$CRUN/n$n/broker.log" >&2 2>/dev/null || true; die "cluster: node $n did not start within ${TIMEOUT}s"; }
+      sleep 0.5
+    done
+  done
+  until cjava org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$(cport "$1")" --list >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || die "cluster: node $1 does not answer within ${TIMEOUT}s"
+    sleep 0.5
+  done
+}
+
+cluster_start() {
+  need_tools
+  resolve
+  if cpid_alive 1 && cpid_alive 2 && cpid_alive 3; then
+    log "cluster already running"; cbootstrap; return 0
+  fi
+  cluster_stop
+  local n
+  for n in 1 2 3; do
+    for p in "$(cport "$n")" "$(cctl "$n")"; do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+        die "port $p on 127.0.0.1 is taken by another process; set KAFKA_CLUSTER_PORT"
+      fi
+    done
+  done
+  mkdir -p "$CRUN"
+  cat >"$CRUN/log4j2-tools.properties" <<CONF
+status = error
+rootLogger.level = ERROR
+CONF
+  local id; id="$(cjava kafka.tools.StorageTool random-uuid 2>/dev/null)"
+  echo "$id" >"$CRUN/cluster.id"
+  for n in 1 2 3; do
+    cwrite_config "$n"
+    cjava -Xmx256m kafka.tools.StorageTool format -t "$id" -c "$CRUN/n$n/server.properties" \
+      >"$CRUN/n$n/format.log" 2>&1 &
+  done
+  wait || true
+  for n in 1 2 3; do
+    grep -q "Formatting" "$CRUN/n$n/format.log" || [ -f "$CRUN/n$n/data/meta.properties" ] ||
+      { cat "$CRUN/n$n/format.log" >&2; die "cluster: formatting node $n failed"; }
+  done
+  log "starting Apache Kafka $VERSION (KRaft, three combined broker+controller nodes) on $(cbootstrap)"
+  for n in 1 2 3; do claunch "$n"; done
+  cwait 1 2 3
+  echo "export ANTIDOTE_KAFKA_BROKERS=$(cbootstrap)" >"$CRUN/test.env"
+  log "cluster ready: $(cbootstrap)"
+  cbootstrap
+}
+
+cluster_stop() {
+  local n pid
+  for n in 1 2 3; do
+    [ -f "$CRUN/n$n/pid" ] || continue
+    pid="$(cat "$CRUN/n$n/pid")"
+    kill -0 "$pid" 2>/dev/null || continue
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for n in 1 2 3; do
+    [ -f "$CRUN/n$n/pid" ] || continue
+    pid="$(cat "$CRUN/n$n/pid")"
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
+  rm -rf "$CRUN"
+}
+
+cluster_signal() {
+  local sig=$1 n=$2
+  cnode_ok "$n"
+  cpid_alive "$n" || die "cluster: node $n is not running"
+  kill "-$sig" "$(cat "$CRUN/n$n/pid")"
+  if [ "$sig" = KILL ]; then
+    for _ in $(seq 1 50); do cpid_alive "$n" || break; sleep 0.1; done
+  fi
+}
+
+cluster_restart() {
+  local n=$1
+  cnode_ok "$n"
+  [ -f "$CRUN/n$n/server.properties" ] || die "cluster: not started (no $CRUN/n$n)"
+  if cpid_alive "$n"; then
+    kill -CONT "$(cat "$CRUN/n$n/pid")" 2>/dev/null || true
+    kill -KILL "$(cat "$CRUN/n$n/pid")" 2>/dev/null || true
+    for _ in $(seq 1 50); do cpid_alive "$n" || break; sleep 0.1; done
+  fi
+  claunch "$n"
+  cwait "$n"
+  log "cluster: node $n restarted (pid $(cat "$CRUN/n$n/pid"))"
+}
+
+cluster_leader() {
+  local topic=${1:-} part=${2:-}
+  [ -n "$topic" ] && [ -n "$part" ] || die "cluster leader TOPIC PARTITION"
+  local bs n
+  for n in 1 2 3; do cpid_alive "$n" && bs="${bs:+$bs,}127.0.0.1:$(cport "$n")"; done
+  cjava org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --describe --topic "$topic" 2>/dev/null |
+    awk -v p="$part" '{ for (i = 1; i < NF; i++) { if ($i == "Partition:" && $(i+1) == p) hit = 1; if (hit && $i == "Leader:") { print $(i+1); exit } } }' |
+    grep . || die "cluster: no leader found for $topic/$part"
+}
+
+cluster() {
+  case "${1:-}" in
+    start) cluster_start ;;
+    stop) cluster_stop; log "cluster stopped (ports $(cport 1)-$(cport 3))" ;;
+    status)
+      local n up=0
+      for n in 1 2 3; do
+        if cpid_alive "$n"; then
+          local st; st="$(ps -o stat= -p "$(cat "$CRUN/n$n/pid")" 2>/dev/null | cut -c1)"
+          if [ "$st" = T ]; then echo "node $n 127.0.0.1:$(cport "$n") hung (SIGSTOP)"; else echo "node $n 127.0.0.1:$(cport "$n") running"; fi
+          up=$((up + 1))
+        else
+          echo "node $n 127.0.0.1:$(cport "$n") down"
+        fi
+      done
+      [ $up -gt 0 ] || { log "cluster not running"; exit 1; }
+      cbootstrap ;;
+    env) cpid_alive 1 || cpid_alive 2 || cpid_alive 3 || die "cluster not running"; cat "$CRUN/test.env" ;;
+    kill) cluster_signal KILL "${2:-}" ;;
+    hang) cluster_signal STOP "${2:-}" ;;
+    cont) cluster_signal CONT "${2:-}" ;;
+    restart) cluster_restart "${2:-}" ;;
+    pid) cnode_ok "${2:-}"; cpid_alive "$2" || exit 1; cat "$CRUN/n$2/pid" ;;
+    leader) cluster_leader "${2:-}" "${3:-}" ;;
+    *) echo "usage: $0 cluster start|stop|status|env|kill N|hang N|cont N|restart N|pid N|leader TOPIC PART" >&2; exit 2 ;;
+  esac
+}
+
 case "${1:-}" in
+  cluster) shift; cluster "$@" ;;
   start) start ;;
   stop) stop_quiet; log "stopped (port $PORT)" ;;
   status)
@@ -251,5 +484,5 @@ case "${1:-}" in
   env)
     pid_alive || die "not running"; cat "$RUN/test.env" ;;
   version) echo "$VERSION" ;;
-  *) echo "usage: $0 start|stop|status|env|version" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status|env|version | cluster ..." >&2; exit 2 ;;
 esac

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/failure"
+)
+
+// Event is one line of a child's log: a handler call, an operator action,
+// or the child starting and stopping. The oracle reads nothing else of the
+// children.
+type Event struct {
+	Ev     string `json:"ev"` // start | call | skip | pause | resume | retry | stop
+	Member int    `json:"m"`
+	PID    int    `json:"pid,omitempty"`
+	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
+	Part   int32  `json:"p"`
+	Offset int64  `json:"o"`
+	Key    string `json:"key,omitempty"`
+	NoKey  bool   `json:"nokey,omitempty"`
+	Att    int    `json:"att,omitempty"`
+	Tier   int    `json:"tier,omitempty"`
+	Res    string `json:"res,omitempty"` // ok | transient | permanent | canceled
+	T0     int64  `json:"t0,omitempty"`  // unix nanoseconds: the call began
+	T1     int64  `json:"t1,omitempty"`  // and ended
+	Err    string `json:"err,omitempty"`
+	On     *bool  `json:"on,omitempty"`      // retry: the kill switch's new state
+	RSSKiB int64  `json:"rss_kib,omitempty"` // stop: the process's peak resident set
+}
+
+// eventLog appends JSON lines to a file; every line is one write, so a
+// SIGKILL loses at most the line being written.
+type eventLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (l *eventLog) write(e Event) {
+	b, _ := json.Marshal(e)
+	b = append(b, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.f.Write(b)
+}
+
+// config builds the consumer's configuration for the scenario's mode. w is
+// nil when the configuration is only checked (see accepted).
+func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Logger) consumer.Config[string, Value] {
+	m := sc.Mode
+	cfg := consumer.Config[string, Value]{
+		Brokers:        brokers,
+		Topics:         []string{sc.Source()},
+		Group:          sc.Group(),
+		Value:          valueDeserializer{},
+		Logger:         log,
+		CommitInterval: ms(m.CommitMs),
+		GroupProtocol:  consumer.GroupClassic,
+		FloodGuard:     consumer.FloodGuard{Disable: true},
+		ClientOpts: []kgo.Opt{
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			// New source partitions are seen within seconds.
+			kgo.MetadataMaxAge(2 * time.Second),
+			kgo.MetadataMinAge(250 * time.Millisecond),
+			kgo.SessionTimeout(6 * time.Second),
+			kgo.HeartbeatInterval(500 * time.Millisecond),
+			kgo.RebalanceTimeout(10 * time.Second),
+			// The process in the client id: a member of the group
+			// whose process is gone can be told apart (see
+			// describeGroup).
+			kgo.ClientID(fmt.Sprintf("chaos-m%d-p%d", member, os.Getpid())),
+		},
+	}
+	if m.Protocol == "consumer" {
+		cfg.GroupProtocol = consumer.GroupConsumer
+	}
+	retry := backoff.MaxAttempts(backoff.Fixed(ms(m.BackoffMs)), m.Tries)
+	then := consumer.DeadLetter
+	if len(m.TiersMs) > 0 {
+		then = consumer.RetryTopic
+		for _, d := range m.TiersMs {
+			cfg.RetryTopics.Tiers = append(cfg.RetryTopics.Tiers, ms(d))
+		}
+		cfg.RetryTopics.Unordered = m.TiersUnordered
+	}
+	cfg.Policy.Process.Transient = consumer.Outcome{Retry: retry, Then: then}
+	cfg.Policy.Process.Unclassified = consumer.Outcome{Retry: retry, Then: then}
+	switch m.Dispatch {
+	case "lanes":
+		cfg.Concurrency = consumer.Concurrency{Max: m.LanesMax, Unordered: m.LanesUnordered}
+	case "batch":
+		cfg.Batching = consumer.Batching{Size: m.BatchSize, Linger: ms(m.BatchLingerMs)}
+	}
+	if w == nil {
+		w = &worker{}
+	}
+	if m.Dispatch == "batch" {
+		cfg.BatchHandler = w.batch
+	} else {
+		cfg.Handler = w.handle
+	}
+	if m.ExactlyOnce {
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: fmt.Sprintf("%sm%d", sc.prefix(), member), Interval: 100 * time.Millisecond}
+	}
+	cfg.DurableAttempts.Disable = !m.DurableAttempts
+	if m.BufferRecords > 0 {
+		cfg.Buffer = consumer.BufferLimits{PartitionRecords: m.BufferRecords, TotalRecords: 2 * m.BufferRecords}
+	}
+	return cfg
+}
+
+// worker is a child's handler: it does what each record's value says and
+// logs every call.
+type worker struct {
+	sc     *Scenario
+	member int
+	log    *eventLog
+	output string
+}
+
+func (w *worker) call(ctx context.Context, r *consumer.Record[string, Value]) (Event, error) {
+	e := Event{Ev: "call", Member: w.member, Topic: r.Raw.Topic, Part: r.Raw.Partition, Offset: r.Raw.Offset,
+		Key: string(r.Raw.Key), NoKey: r.Raw.Key == nil, Att: r.Attempt, Tier: r.Tier, T0: time.Now().UnixNano()}
+	v := r.Value
+	var err error
+	if v.LatMs > 0 {
+		select {
+		case <-time.After(ms(v.LatMs)):
+		case <-ctx.Done():
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		e.Res, err = "canceled", ctx.Err()
+	case v.Perm:
+		e.Res, err = "permanent", failure.Permanent(fmt.Errorf("chaos: record %d is rejected", v.ID))
+	case r.Attempt <= v.Fail:
+		e.Res, err = "transient", failure.Transient(fmt.Errorf("chaos: record %d fails on attempt %d of %d", v.ID, r.Attempt, v.Fail))
+	default:
+		e.Res = "ok"
+		if w.sc.Mode.ExactlyOnce {
+			out := &kgo.Record{Topic: w.output, Key: r.Raw.Key, Value: fmt.Appendf(nil, "%d/%d", r.Raw.Partition, r.Raw.Offset)}
+			if perr := r.Produce(out); perr != nil {
+				e.Res, err = "permanent", perr
+			}
+		}
+	}
+	e.T1 = time.Now().UnixNano()
+	if err != nil && e.Res != "canceled" {
+		e.Err = err.Error()
+	}
+	return e, err
+}
+
+func (w *worker) handle(ctx context.Context, r *consumer.Record[string, Value]) error {
+	e, err := w.call(ctx, r)
+	if w.log != nil {
+		w.log.write(e)
+	}
+	return err
+}
+
+func (w *worker) batch(ctx context.Context, batch []*consumer.Record[string, Value]) error {
+	errs := map[int]error{}
+	for i, r := range batch {
+		e, err := w.call(ctx, r)
+		if w.log != nil {
+			w.log.write(e)
+		}
+		if err != nil {
+			errs[i] = err
+		}
+	}
+	if len(errs) > 0 {
+		return &consumer.BatchError{Errs: errs}
+	}
+	return nil
+}
+
+// runChild is a consumer process: it reads the scenario from dir, runs one
+// member, logs to dir/m<member>.jsonl, and takes operator commands on stdin,
+// one a line: "pause MS", "skip", "retryoff MS".
+func runChild(dir string, member int, brokers []string) int {
+	b, err := os.ReadFile(dir + "/scenario.json")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var sc Scenario
+	if err := json.Unmarshal(b, &sc); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	f, err := os.OpenFile(fmt.Sprintf("%s/m%d.jsonl", dir, member), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	el := &eventLog{f: f}
+	logf, _ := os.OpenFile(fmt.Sprintf("%s/m%d.log", dir, member), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w := &worker{sc: &sc, member: member, log: el, output: sc.Output()}
+	c, err := consumer.New(sc.config(brokers, member, w, log))
+	if err != nil {
+		el.write(Event{Ev: "stop", Member: member, Err: "new: " + err.Error()})
+		return 2
+	}
+	el.write(Event{Ev: "start", Member: member, PID: os.Getpid(), T0: time.Now().UnixNano()})
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go commands(ctx, c, &sc, member, el)
+	err = c.Run(ctx)
+	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano()}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		e.RSSKiB = ru.Maxrss // KiB on Linux
+	}
+	if st, jerr := json.Marshal(c.Stats()); jerr == nil {
+		log.Info("final stats", "stats", string(st))
+	}
+	if err != nil {
+		e.Err = err.Error()
+		el.write(e)
+		var he *consumer.HaltError
+		if errors.As(err, &he) {
+			return 3
+		}
+		return 1
+	}
+	el.write(e)
+	return 0
+}
+
+// commands runs the operator's commands that the parent writes to stdin.
+func commands(ctx context.Context, c *consumer.Consumer[string, Value], sc *Scenario, member int, el *eventLog) {
+	r := rand.New(rand.NewPCG(sc.Seed, uint64(member)))
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fields := strings.Fields(in.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		arg := 0
+		if len(fields) > 1 {
+			arg, _ = strconv.Atoi(fields[1])
+		}
+		now := time.Now().UnixNano()
+		switch fields[0] {
+		case "pause":
+			var owned []consumer.Partition
+			for _, p := range c.Stats().Partitions {
+				if p.Topic == sc.Source() {
+					owned = append(owned, p)
+				}
+			}
+			if len(owned) == 0 {
+				el.write(Event{Ev: "pause", Member: member, Part: -1, Err: "no partition owned", T0: now})
+				continue
+			}
+			p := owned[r.IntN(len(owned))]
+			err := c.Pause(p.Topic, p.Partition)
+			el.write(Event{Ev: "pause", Member: member, Topic: p.Topic, Part: p.Partition, Err: errString(err), T0: now})
+			go func() {
+				select {
+				case <-time.After(ms(arg)):
+				case <-ctx.Done():
+					return
+				}
+				err := c.Resume(p.Topic, p.Partition)
+				el.write(Event{Ev: "resume", Member: member, Topic: p.Topic, Part: p.Partition, Err: errString(err), T0: time.Now().UnixNano()})
+			}()
+		case "skip":
+			// Skip one record a source partition is stuck on, as an
+			// operator would after reading Stats: wait up to MS for one.
+			go func() {
+				deadline := time.Now().Add(ms(arg))
+				for {
+					for _, s := range c.Stats().Stuck {
+						if s.Topic != sc.Source() {
+							continue
+						}
+						err := c.Skip(s.Topic, s.Partition, s.Offset)
+						el.write(Event{Ev: "skip", Member: member, Topic: s.Topic, Part: s.Partition, Offset: s.Offset, Err: errString(err), T0: time.Now().UnixNano()})
+						if err == nil {
+							return
+						}
+					}
+					if time.Now().After(deadline) || ctx.Err() != nil {
+						el.write(Event{Ev: "skip", Member: member, Part: -1, Err: "nothing stuck", T0: time.Now().UnixNano()})
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+		case "retryoff":
+			off, on := false, true
+			c.SetRetryEnabled(false)
+			el.write(Event{Ev: "retry", Member: member, On: &off, T0: now})
+			go func() {
+				select {
+				case <-time.After(ms(arg)):
+				case <-ctx.Done():
+				}
+				c.SetRetryEnabled(true)
+				el.write(Event{Ev: "retry", Member: member, On: &on, T0: time.Now().UnixNano()})
+			}()
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,19 @@
+module github.com/antidote-kafka/antidote/chaos
+
+go 1.26.0
+
+replace github.com/antidote-kafka/antidote => ..
+
+require (
+	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+)
+
+require (
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
+)

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/deadletter"
+)
+
+// The oracle judges a run from the children's logs and what Kafka holds:
+// the source topic, the dead-letter topic and the outputs (read_committed),
+// the group's committed offsets. It knows nothing of the consumer's insides.
+
+// Violation is one broken promise, with its evidence.
+type Violation struct {
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+type pos struct {
+	P int32
+	O int64
+}
+
+func (p pos) String() string { return fmt.Sprintf("%d@%d", p.P, p.O) }
+
+// facts is everything the oracle reads.
+type facts struct {
+	source    []*kgo.Record
+	letters   []*kgo.Record
+	outputs   []*kgo.Record
+	ends      map[int32]int64 // source end offsets
+	committed map[int32]int64 // the group's committed offsets on the source
+	events    []Event
+	exits     []Violation
+	forwards  []*kgo.Record  // copies in the retry tiers (read_committed)
+	commits   []commitSample // the group's offsets as they moved
+	// durable: the mode keeps attempt counts (DurableAttempts, one
+	// record at a time or batches, not exactly-once) and no process or
+	// broker was killed, so no count may be lost.
+	durable bool
+}
+
+// readEvents reads every child's log in dir; a last line cut by a SIGKILL
+// is left out.
+func readEvents(dir string) ([]Event, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "m*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e Event
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				out = append(out, e)
+			}
+		}
+		fh.Close()
+	}
+	return out, nil
+}
+
+// letter is what the oracle reads of a dead letter.
+type letter struct {
+	rec      *kgo.Record
+	topic    string
+	at       pos
+	attempts int
+	reason   string
+	stage    string
+}
+
+func parseLetter(r *kgo.Record) (letter, error) {
+	l := letter{rec: r}
+	h := map[string]string{}
+	for _, x := range r.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	l.topic = h[deadletter.HeaderOriginalTopic]
+	p, err1 := strconv.Atoi(h[deadletter.HeaderOriginalPartition])
+	o, err2 := strconv.ParseInt(h[deadletter.HeaderOriginalOffset], 10, 64)
+	if err1 != nil || err2 != nil {
+		return l, fmt.Errorf("letter %d@%d: bad original coordinates %q/%q", r.Partition, r.Offset,
+			h[deadletter.HeaderOriginalPartition], h[deadletter.HeaderOriginalOffset])
+	}
+	l.at = pos{int32(p), o}
+	l.attempts, _ = strconv.Atoi(h[deadletter.HeaderAttempts])
+	l.reason = h[deadletter.HeaderReason]
+	l.stage = h[deadletter.HeaderStage]
+	return l, nil
+}
+
+// accounts is the fate of each source record, from the logs and letters.
+type accounts struct {
+	ok        map[pos][]Event
+	failed    map[pos]int // failing calls (transient, permanent)
+	calls     map[pos][]Event
+	skipped   map[pos]bool
+	letters   map[pos][]letter
+	badLetter []Violation
+	killSw    bool // an operator turned retrying off at some point
+}
+
+func account(source string, letterRecs []*kgo.Record, events []Event) *accounts {
+	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
+		skipped: map[pos]bool{}, letters: map[pos][]letter{}}
+	for _, e := range events {
+		at := pos{e.Part, e.Offset}
+		switch e.Ev {
+		case "call":
+			if e.Topic != source {
+				continue
+			}
+			a.calls[at] = append(a.calls[at], e)
+			switch e.Res {
+			case "ok":
+				a.ok[at] = append(a.ok[at], e)
+			case "transient", "permanent":
+				a.failed[at]++
+			}
+		case "skip":
+			if e.Err == "" && e.Topic == source {
+				a.skipped[at] = true
+			}
+		case "retry":
+			if e.On != nil && !*e.On {
+				a.killSw = true
+			}
+		}
+	}
+	for _, r := range letterRecs {
+		l, err := parseLetter(r)
+		if err != nil {
+			a.badLetter = append(a.badLetter, Violation{"letter-headers", err.Error()})
+			continue
+		}
+		if l.topic != source {
+			a.badLetter = append(a.badLetter, Violation{"letter-headers", fmt.Sprintf("letter %d@%d names topic %q, not %q", r.Partition, r.Offset, l.topic, source)})
+			continue
+		}
+		a.letters[l.at] = append(a.letters[l.at], l)
+	}
+	return a
+}
+
+// unaccounted lists the source records that are neither processed,
+// dead-lettered nor skipped.
+func unaccounted(src, letterRecs []*kgo.Record, events []Event) []*kgo.Record {
+	if len(src) == 0 {
+		return nil
+	}
+	a := account(src[0].Topic, letterRecs, events)
+	var out []*kgo.Record
+	for _, r := range src {
+		at := pos{r.Partition, r.Offset}
+		if len(a.ok[at]) == 0 && len(a.letters[at]) == 0 && !a.skipped[at] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s snapshot) records(topic string) []*kgo.Record { return s.all(topic) }
+func (s snapshot) letters(topic string) []*kgo.Record { return s.all(topic) }
+
+// judge checks the promises.
+func judge(sc *Scenario, f *facts) []Violation {
+	var vs []Violation
+	add := func(kind, format string, args ...any) {
+		vs = append(vs, Violation{kind, fmt.Sprintf(format, args...)})
+	}
+	vs = append(vs, f.exits...)
+	src := f.source
+	slices.SortFunc(src, func(a, b *kgo.Record) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	a := account(sc.Source(), f.letters, f.events)
+	vs = append(vs, a.badLetter...)
+	byPos := map[pos]*kgo.Record{}
+	for _, r := range src {
+		byPos[pos{r.Partition, r.Offset}] = r
+	}
+	forwarded := map[pos]int{} // copies in the tiers, by source record
+	for _, r := range f.forwards {
+		if l, err := parseLetter(r); err == nil && l.topic == sc.Source() {
+			forwarded[l.at]++
+		}
+	}
+	outputs := map[pos]int{}
+	for _, o := range f.outputs {
+		var p int32
+		var off int64
+		if _, err := fmt.Sscanf(string(o.Value), "%d/%d", &p, &off); err == nil {
+			outputs[pos{p, off}]++
+		}
+	}
+
+	for _, r := range src {
+		at := pos{r.Partition, r.Offset}
+		v, perr := ParseValue(r.Value)
+		pill := perr != nil
+		ls := a.letters[at]
+		oks := a.ok[at]
+		// Nothing lost.
+		if len(oks) == 0 && len(ls) == 0 && !a.skipped[at] {
+			if fw := forwarded[at]; fw > 0 {
+				add("unsettled", "record %s (value %.40q) is in a retry tier (%d copies), not yet processed, dead-lettered or skipped by the end of the run; calls: %s",
+					at, r.Value, fw, calls(a.calls[at]))
+			} else if c, ok := f.committed[r.Partition]; ok && c > r.Offset {
+				add("lost", "record %s (value %.40q) was never processed, dead-lettered or skipped, and the group committed %d past it; calls: %s",
+					at, r.Value, c, calls(a.calls[at]))
+			} else {
+				add("unsettled", "record %s (value %.40q) was never processed, dead-lettered or skipped by the end of the run (committed %d); calls: %s",
+					at, r.Value, f.committed[r.Partition], calls(a.calls[at]))
+			}
+		}
+		// No letter without a permanent failure or an exhausted policy.
+		for _, l := range ls {
+			if !bytes.Equal(l.rec.Key, r.Key) || !bytes.Equal(l.rec.Value, r.Value) || (l.rec.Key == nil) != (r.Key == nil) {
+				add("letter-content", "letter %d@%d of record %s: key/value differ from the source", l.rec.Partition, l.rec.Offset, at)
+			}
+			if pill {
+				continue
+			}
+			switch {
+			case v.Perm:
+			case v.Fail >= sc.Mode.TotalTries():
+			case a.killSw && l.reason == "retry-disabled":
+			default:
+				add("unexpected-letter", "record %s fails %d times, fewer than the %d tries the policy gives, yet it was dead-lettered (reason %q, attempts %d); calls: %s",
+					at, v.Fail, sc.Mode.TotalTries(), l.reason, l.attempts, calls(a.calls[at]))
+			}
+			// Attempts never ahead of the failures made.
+			if l.stage == string(deadletter.StageProcess) && l.attempts > a.failed[at] {
+				add("attempts-ahead", "letter of record %s says %d attempts, the handler failed it %d times; calls: %s",
+					at, l.attempts, a.failed[at], calls(a.calls[at]))
+			}
+		}
+		if !pill && !v.Perm && v.Fail >= sc.Mode.TotalTries() && len(oks) > 0 {
+			add("tried-beyond-policy", "record %s fails on its first %d tries, the policy gives %d, yet a try succeeded: %s",
+				at, v.Fail, sc.Mode.TotalTries(), calls(a.calls[at]))
+		}
+		// Durable attempts: without a crash, a record is tried no more
+		// often than its policy says, across rebalances and clean stops.
+		if !pill && !v.Perm && f.durable && a.failed[at] > sc.Mode.TotalTries() {
+			add("attempts-lost", "record %s failed %d times, the policy gives %d tries, and no process crashed: the attempt count was lost; calls: %s",
+				at, a.failed[at], sc.Mode.TotalTries(), calls(a.calls[at]))
+		}
+		if !pill && len(oks) > 0 && v.Perm {
+			add("processed-rejected", "record %s is rejected by the handler but shows as processed", at)
+		}
+		// Exactly-once outputs.
+		if sc.Mode.ExactlyOnce {
+			n := outputs[at]
+			switch {
+			case n > 1:
+				add("duplicate-output", "record %s has %d outputs read_committed; calls: %s", at, n, calls(a.calls[at]))
+			case n == 1 && len(ls) > 0:
+				add("output-and-letter", "record %s has an output and a letter, both read_committed; calls: %s", at, calls(a.calls[at]))
+			case n == 1 && a.skipped[at]:
+				// Consumer.Skip returned nil, yet the record was
+				// processed and its output committed: the skip was
+				// undone (by an aborted transaction, say).
+				add("skip-undone", "record %s was skipped by an operator (Skip returned nil), then processed with its output committed; calls: %s", at, calls(a.calls[at]))
+			case n == 0 && len(oks) > 0 && len(ls) == 0 && !a.skipped[at]:
+				add("missing-output", "record %s was processed but has no committed output; calls: %s", at, calls(a.calls[at]))
+			}
+			if len(ls) > 1 {
+				add("duplicate-letter", "record %s has %d letters read_committed", at, len(ls))
+			}
+		}
+	}
+	// Every output belongs to a source record.
+	for at := range outputs {
+		if byPos[at] == nil {
+			add("stray-output", "output for %s, which is not a source record", at)
+		}
+	}
+	// The group's offsets reach the end of every source partition.
+	for p, end := range f.ends {
+		if c := f.committed[p]; end > 0 && c < end {
+			add("commit-behind", "partition %d: committed %d, end %d", p, c, end)
+		}
+	}
+	vs = append(vs, orderViolations(sc, src, a)...)
+	vs = append(vs, commitAhead(src, a, f)...)
+	return vs
+}
+
+// commitAhead checks that no commit passed a record before it was settled:
+// processed (a successful call ended), skipped, dead-lettered or forwarded
+// to a tier (the letter's or copy's timestamp is its write's start). One
+// violation per partition, the first.
+func commitAhead(src []*kgo.Record, a *accounts, f *facts) []Violation {
+	settled := map[pos]int64{}
+	at := func(p pos, t int64) {
+		if old, ok := settled[p]; !ok || t < old {
+			settled[p] = t
+		}
+	}
+	for p, es := range a.ok {
+		t, _ := minT1(es)
+		at(p, t)
+	}
+	for _, e := range f.events {
+		if e.Ev == "skip" && e.Err == "" {
+			at(pos{e.Part, e.Offset}, e.T0)
+		}
+	}
+	for p, ls := range a.letters {
+		for _, l := range ls {
+			at(p, l.rec.Timestamp.UnixNano())
+		}
+	}
+	for _, r := range f.forwards {
+		if l, err := parseLetter(r); err == nil {
+			at(l.at, r.Timestamp.UnixNano())
+		}
+	}
+	byPart := map[int32][]*kgo.Record{}
+	for _, r := range src {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	var vs []Violation
+	reported := map[int32]bool{}
+	for _, c := range f.commits {
+		if reported[c.Partition] {
+			continue
+		}
+		for _, r := range byPart[c.Partition] { // sorted by offset
+			if r.Offset >= c.Committed {
+				break
+			}
+			p := pos{r.Partition, r.Offset}
+			if t, ok := settled[p]; !ok || t > c.At {
+				vs = append(vs, Violation{"commit-ahead", fmt.Sprintf("partition %d: offset %d was committed (seen at %d) before record %s was settled (at %d, 0: never); calls: %s",
+					c.Partition, c.Committed, c.At, p, t, calls(a.calls[p]))})
+				reported[c.Partition] = true
+				break
+			}
+		}
+	}
+	return vs
+}
+
+// orderViolations checks per-key order within each source partition where
+// the mode promises it: the first successful call of a record begins after
+// the first successful call of the previous record of its key ended (or,
+// for a previous record that never succeeded, after it was first tried).
+func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
+	keys, nullKeys := sc.Mode.OrderedKeys()
+	if !keys {
+		return nil
+	}
+	type lane struct {
+		p   int32
+		key string
+		nil bool
+	}
+	last := map[lane]*kgo.Record{}
+	var vs []Violation
+	for _, r := range src { // sorted by partition and offset
+		if r.Key == nil && !nullKeys {
+			continue
+		}
+		l := lane{r.Partition, string(r.Key), r.Key == nil}
+		prev := last[l]
+		last[l] = r
+		if prev == nil {
+			continue
+		}
+		bt, ok := minT0(a.ok[pos{r.Partition, r.Offset}])
+		if !ok {
+			continue
+		}
+		pp := pos{prev.Partition, prev.Offset}
+		if at, ok := minT1(a.ok[pp]); ok {
+			if bt < at {
+				vs = append(vs, Violation{"order", fmt.Sprintf("key %q partition %d: record %d began (%d) before record %d first succeeded (%d); calls of %d: %s; of %d: %s",
+					r.Key, r.Partition, r.Offset, bt, prev.Offset, at, prev.Offset, calls(a.calls[pp]), r.Offset, calls(a.calls[pos{r.Partition, r.Offset}]))})
+			}
+			continue
+		}
+		if t0, ok := minT0(a.calls[pp]); ok && bt < t0 {
+			vs = append(vs, Violation{"order", fmt.Sprintf("key %q partition %d: record %d succeeded before record %d was first tried", r.Key, r.Partition, r.Offset, prev.Offset)})
+		}
+	}
+	return vs
+}
+
+func minT0(es []Event) (int64, bool) {
+	if len(es) == 0 {
+		return 0, false
+	}
+	m := es[0].T0
+	for _, e := range es[1:] {
+		m = min(m, e.T0)
+	}
+	return m, true
+}
+
+func minT1(es []Event) (int64, bool) {
+	if len(es) == 0 {
+		return 0, false
+	}
+	m := es[0].T1
+	for _, e := range es[1:] {
+		m = min(m, e.T1)
+	}
+	return m, true
+}
+
+// calls summarises the handler calls of a record, for the evidence.
+func calls(es []Event) string {
+	if len(es) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, e := range es {
+		if i == 8 {
+			fmt.Fprintf(&b, " ... (%d calls)", len(es))
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "m%d att%d tier%d %s", e.Member, e.Att, e.Tier, e.Res)
+	}
+	return b.String()
+}
