@@ -320,13 +320,7 @@ func TestIntegrationFloodResume(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cons.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(30 * time.Second)
-	for cons.Stats().Flood == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the flood guard did not trip")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kafkatest.WaitFor(t, 30*time.Second, "the flood guard tripped", func() bool { return cons.Stats().Flood != nil })
 	if code, _ := call(t, "POST", base+"/flood/resume", "wrong"); code != http.StatusUnauthorized {
 		t.Fatalf("resume with a wrong token: %d; want 401", code)
 	}
@@ -334,12 +328,7 @@ func TestIntegrationFloodResume(t *testing.T) {
 	if code != http.StatusOK || body["resumed"] == nil {
 		t.Fatalf("resume: %d %v; want 200 with the cleared flood", code, body)
 	}
-	for cons.Stats().DeadLettered != 24 {
-		if time.Now().After(deadline.Add(30 * time.Second)) {
-			t.Fatalf("after the resume: %+v; want the 24 pills dead-lettered", cons.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kafkatest.WaitFor(t, 30*time.Second, "the 24 pills dead-lettered after the resume", func() bool { return cons.Stats().DeadLettered == 24 })
 	if cons.Stats().Flood != nil {
 		t.Fatal("Stats().Flood still set after the resume")
 	}

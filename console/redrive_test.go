@@ -67,16 +67,10 @@ func TestIntegrationRedriveLoopGuard(t *testing.T) {
 		t.Fatalf("redrive: %d to %q", code, loc)
 	}
 	var job string
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	kafkatest.WaitFor(t, 30*time.Second, "the redrive job to end (its page done or failed)", func() bool {
 		_, job, _ = get(t, base+loc, true)
-		if strings.Contains(job, `class="done"`) || strings.Contains(job, `class="failed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the redrive did not end: %s", job)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Contains(job, `class="done"`) || strings.Contains(job, `class="failed"`)
+	})
 	if !strings.Contains(job, `id="redriven">0<`) || !strings.Contains(job, `id="job-refused">1<`) {
 		t.Errorf("redrive page: %s", job)
 	}

@@ -70,21 +70,25 @@ func TestIntegrationRedriveExactlyOnceKill(t *testing.T) {
 	}
 	// Kill it once a good part of the letters went out, committed or not.
 	adm := kadm.NewClient(cl)
-	for {
+	var produced int64
+	waited := false
+	defer func() {
+		if !waited { // the wait failed: end the child and show its output
+			_ = child.Process.Kill()
+			_ = child.Wait()
+			t.Logf("the child produced %d records: %s", produced, out.String())
+		}
+	}()
+	kafkatest.WaitFor(t, time.Minute, "the child redrive to write a third of the letters", func() bool {
 		ends, err := adm.ListEndOffsets(ctx, src)
-		var produced int64
+		produced = 0
 		if err == nil {
 			ends.Each(func(o kadm.ListedOffset) { produced += o.Offset })
 		}
-		if produced >= n/3 {
-			t.Logf("%s: killing the redrive with %d records in the target (committed or not)", c.Kind(), produced)
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the child produced %d records: %s", produced, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return produced >= n/3
+	})
+	waited = true
+	t.Logf("%s: killing the redrive with %d records in the target (committed or not)", c.Kind(), produced)
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -138,26 +142,28 @@ func TestIntegrationRedriveExactlyOnceKill(t *testing.T) {
 // stable offset at its high watermark: no transaction is open or unmarked.
 func waitStable(t *testing.T, adm *kadm.Client, topic string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var ends kadm.ListedOffsets
+	var stable kadm.ListedOffsets
+	var err1, err2 error
+	defer func() {
+		if t.Failed() {
+			t.Logf("%s: last stable offsets %v, ends %v (%v, %v)", topic, stable, ends, err1, err2)
+		}
+	}()
+	kafkatest.WaitFor(t, 30*time.Second, topic+": last stable offsets at the end", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ends, err1 := adm.ListEndOffsets(ctx, topic)
-		stable, err2 := adm.ListCommittedOffsets(ctx, topic)
-		cancel()
-		if err1 == nil && err2 == nil {
-			same := true
-			ends.Each(func(o kadm.ListedOffset) {
-				if s, ok := stable.Lookup(topic, o.Partition); !ok || s.Offset != o.Offset {
-					same = false
-				}
-			})
-			if same {
-				return
+		defer cancel()
+		ends, err1 = adm.ListEndOffsets(ctx, topic)
+		stable, err2 = adm.ListCommittedOffsets(ctx, topic)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		same := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if s, ok := stable.Lookup(topic, o.Partition); !ok || s.Offset != o.Offset {
+				same = false
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: last stable offsets %v never reached the end %v (%v, %v)", topic, stable, ends, err1, err2)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		})
+		return same
+	})
 }

@@ -293,7 +293,9 @@ func TestIntegrationRedriveRelativeResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond) // another "now"
+	// The second run resolves its relative filter at another "now".
+	firstDone := time.Now().Round(0) // the wall clock, as the filter reads it
+	kafkatest.WaitFor(t, time.Second, "the wall clock to move past the first run", func() bool { return time.Now().Round(0).After(firstDone) })
 	r2, err := deadletter.Redrive(ctx, cl, cfg)
 	if err != nil {
 		t.Fatal(err)
