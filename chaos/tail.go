@@ -44,6 +44,14 @@ func (t *tail) loop(ctx context.Context) {
 	defer close(t.done)
 	for ctx.Err() == nil {
 		fs := t.cl.PollFetches(ctx)
+		fs.EachError(func(topic string, _ int32, err error) {
+			// A topic deleted and created again: the client keeps its
+			// old id and fails it until it is purged and added back.
+			if errors.Is(err, kerr.UnknownTopicID) {
+				t.cl.PurgeTopicsFromClient(topic)
+				t.cl.AddConsumeTopics(topic)
+			}
+		})
 		t.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
 			if t.next[r.Topic] == nil {

@@ -182,6 +182,12 @@ func (p *partition[K, V]) batches(src batchSource) {
 				return
 			}
 			p.c.stats.consumed.Add(1)
+			if p.skips[rec.Offset] {
+				if !handle() || !p.skipAgain(rec) { // the batch before it first
+					return
+				}
+				continue
+			}
 			if keys != nil && rec.Key != nil {
 				join, ok := p.routeBatched(rec, keys, handle)
 				if !ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -47,8 +48,11 @@ type Consumer[K, V any] struct {
 	mu    sync.Mutex
 	parts map[tp]*partition[K, V]
 	// opPaused are the partitions an operator paused (Pause), so that a
-	// worker started again (after an aborted transaction) stays paused.
+	// worker started again (after an aborted transaction) stays paused;
+	// opSkips the records an operator skipped (Skip), so that they stay
+	// skipped. Both are forgotten when the partition leaves this member.
 	opPaused map[tp]bool
+	opSkips  map[tp]map[int64]bool
 
 	assigned atomic.Int64 // partitions this member owns
 	runOnce  atomic.Bool
@@ -115,6 +119,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		log:        cfg.Logger.With("group", cfg.Group),
 		parts:      make(map[tp]*partition[K, V]),
 		opPaused:   make(map[tp]bool),
+		opSkips:    make(map[tp]map[int64]bool),
 		wakeCh:     make(chan struct{}),
 		runDone:    make(chan struct{}),
 		budget:     budget{maxRecords: cfg.Buffer.TotalRecords, maxBytes: cfg.Buffer.TotalBytes},
@@ -367,6 +372,7 @@ func (c *Consumer[K, V]) partition(topic string, part int32) *partition[K, V] {
 		if c.opPaused[key] {
 			p.pause()
 		}
+		p.skips = maps.Clone(c.opSkips[key])
 		c.parts[key] = p
 		c.running.Add(1)
 		go func() {
@@ -407,6 +413,7 @@ func (c *Consumer[K, V]) forgetPauses(m map[string][]int32) {
 	for t, ps := range m {
 		for _, p := range ps {
 			delete(c.opPaused, tp{t, p})
+			delete(c.opSkips, tp{t, p})
 		}
 	}
 	c.mu.Unlock()
@@ -547,13 +554,32 @@ func (c *Consumer[K, V]) wakeSignal() <-chan struct{} {
 // wrapping [ErrNotStuck] when the partition is not stuck on that offset (it
 // recovered, or is stuck on another record: an operator never skips a record
 // they did not see), and [ErrNotAssigned] when this member does not own it.
+//
+// The skip outlives the work it ends: should the partition meet the record
+// again on this member (after an aborted transaction, in the exactly-once
+// mode), it is skipped again without being handled.
 func (c *Consumer[K, V]) Skip(topic string, part int32, offset int64) error {
 	p, err := c.owned(topic, part)
 	if err != nil {
 		return err
 	}
-	return p.skipStuck(offset)
+	if err := p.skipStuck(offset); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	k := tp{topic, part}
+	if c.opSkips[k] == nil {
+		c.opSkips[k] = map[int64]bool{}
+	}
+	if len(c.opSkips[k]) < maxOpSkips {
+		c.opSkips[k][offset] = true
+	}
+	c.mu.Unlock()
+	return nil
 }
+
+// maxOpSkips bounds the operator skips a partition remembers (Skip).
+const maxOpSkips = 1000
 
 func isClosed(ch <-chan struct{}) bool {
 	select {

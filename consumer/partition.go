@@ -63,6 +63,10 @@ type partition[K, V any] struct {
 	// in place when the partition was last owned, by offset, read from the
 	// durable attempts at assignment. Read-only (the lanes read it too).
 	retries map[int64]attemptEntry
+	// skips are the offsets an operator skipped before the worker started
+	// (Consumer.Skip, then an aborted transaction): skipped again.
+	// Read-only, like retries.
+	skips map[int64]bool
 
 	// With retry topics: the partition's source topic (its own, or the
 	// one whose tier it is), its tier index (-1 for a source partition),
@@ -549,10 +553,25 @@ func (p *partition[K, V]) decode(ctx context.Context, rec *kgo.Record, attempt i
 // with rec unsettled.
 func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 	p.c.stats.consumed.Add(1)
+	if p.skips[rec.Offset] {
+		return p.skipAgain(rec)
+	}
 	if p.c.tiers != nil {
 		return p.handleTiered(rec)
 	}
 	return p.process(rec, &origin{rec: rec}, 1, time.Time{})
+}
+
+// skipAgain settles as skipped a record an operator skipped before the
+// worker started: its skip was undone by an aborted transaction.
+func (p *partition[K, V]) skipAgain(rec *kgo.Record) bool {
+	o := &origin{rec: rec}
+	if p.fam != nil && p.tier >= 0 && rec.Key != nil {
+		if st, err := parseRetry(rec.Headers); err == nil {
+			o = &origin{rec: st.original(rec), keyed: true}
+		}
+	}
+	return p.skip(rec, o, deadletter.StageProcess, errSkipped, 0, "operator (again, after an aborted transaction)")
 }
 
 // origin is a record as the handler sees it: a fetched source record

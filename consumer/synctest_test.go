@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -452,5 +453,102 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 		}
 		checkOutputsOrLetters(t, c, in, out, n, 0)
 		t.Logf("%d handler calls for %d records; %d transactions committed, %d aborted", handled.Load(), n, st.TransactionsCommitted, st.TransactionsAborted)
+	})
+}
+
+// Defect (found by the fault runs, chaos seed 3010): in the exactly-once
+// mode, an operator's Skip was undone by an aborted transaction: the record
+// came back, was handled again, and its output committed. A skip now outlives
+// the abort: the record is skipped again, never handled.
+func TestExactlyOnceSkipOutlivesAbort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		in, out := c.Topic(t, "eosskip-in", 1), c.Topic(t, "eosskip-out", 1)
+		recs := make([]*kgo.Record, 20)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}
+		}
+		prod := c.Client(t, kgo.ProducerLinger(0))
+		kafkatest.Produce(t, prod, recs[:10]...)
+
+		// Once armed, the next transactional produce fails: its
+		// transaction (the one that holds the skip) aborts.
+		var armed, failed atomic.Bool
+		c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake().KeepControl()
+			pr := req.(*kmsg.ProduceRequest)
+			if pr.TransactionID == nil || !armed.Load() || !failed.CompareAndSwap(false, true) {
+				return nil, nil, false
+			}
+			resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+			resp.Version = pr.Version
+			for _, rt := range pr.Topics {
+				st := kmsg.NewProduceResponseTopic()
+				st.Topic, st.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewProduceResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		})
+		var skipped atomic.Bool
+		var afterSkip atomic.Int64
+		cfg := virtualConfig(t, c, in, serde.String())
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosskip-txn"), Interval: time.Second}
+		cfg.Policy.Process.Transient.Retry = backoff.Fixed(100 * time.Millisecond) // forever
+		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
+			if r.Value == "5" {
+				if skipped.Load() {
+					afterSkip.Add(1)
+					return nil
+				}
+				return failure.Transient(errors.New("stuck until skipped"))
+			}
+			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
+		}
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if st := cons.Stats().Stuck; len(st) != 1 || st[0].Offset != 5 {
+			t.Fatalf("Stats.Stuck = %+v; want offset 5", st)
+		}
+		armed.Store(true)
+		skipped.Store(true)
+		if err := cons.Skip(in, 0, 5); err != nil {
+			t.Fatal(err)
+		}
+		kafkatest.Produce(t, prod, recs[10:]...)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		st := cons.Stats()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if !failed.Load() || st.TransactionsAborted == 0 {
+			t.Fatalf("injected failure %v, %d aborted: the skip's transaction did not abort", failed.Load(), st.TransactionsAborted)
+		}
+		if n := afterSkip.Load(); n != 0 {
+			t.Errorf("the skipped record was handled %d times after the skip", n)
+		}
+		seen := map[string]int{}
+		for _, r := range readCommitted(t, c, out) {
+			seen[string(r.Key)]++
+		}
+		for i := range recs {
+			want := 1
+			if i == 5 {
+				want = 0 // skipped
+			}
+			if k := fmt.Sprint(i); seen[k] != want {
+				t.Errorf("output of %s: %d times, want %d", k, seen[k], want)
+			}
+		}
 	})
 }
