@@ -11,6 +11,9 @@
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
 #     integration tests (every test named *Integration*) again against it,
 #     then stops the broker.
+#     Then a bounded sample of the randomized fault runs (scripts/chaos.sh:
+#     three minutes of kfake seeds, then three seeds on a three-broker cluster,
+#     scripts/kafka.sh cluster, started and stopped by it).
 #  5. starts a real schema registry (Apicurio Registry, scripts/registry.sh;
 #     Java 21+) and a cached Python environment with confluent-kafka
 #     (scripts/python/venv.sh), and runs the schema-registry integration tests
@@ -96,6 +99,11 @@ echo "Apache Kafka $(scripts/kafka.sh version) at $brokers"
 # The broker's SASL_SSL listener, its CA and credentials (kafka.sh env).
 eval "$(scripts/kafka.sh env)"
 ANTIDOTE_KAFKA_BROKERS="$brokers" go test -race -count=1 -timeout "$TIMEOUT" -run 'Integration' work
+
+step "randomized fault runs (chaos/): a bounded sample on kfake and the three-broker cluster"
+# Seeds change per run and are printed; a violation fails the run and prints
+# the command that reruns its seed.
+scripts/chaos.sh
 
 step "schema-registry integration tests against a real Apicurio Registry"
 trap 'scripts/registry.sh stop; scripts/kafka.sh stop' EXIT
