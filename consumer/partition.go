@@ -59,6 +59,10 @@ type partition[K, V any] struct {
 	// newPartition.
 	handoff    func(rec *kgo.Record, out []*kgo.Record, l *letter) bool
 	beforeWait func() bool
+	// route takes a fetched record to the handler: processNew, or with
+	// retry topics handleTiered (parked behind its key, due, or tried).
+	// Chosen once, in newPartition.
+	route func(rec *kgo.Record) bool
 	// retries are the attempts so far of the records that were retrying
 	// in place when the partition was last owned, by offset, read from the
 	// durable attempts at assignment. Read-only (the lanes read it too).
@@ -133,6 +137,10 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 		},
 	}
 	p.settler = newSettler(p)
+	p.route = p.processNew
+	if c.tiers != nil {
+		p.route = p.handleTiered
+	}
 	if p.lanes.on() {
 		p.handoff, p.beforeWait = p.lanes.complete, func() bool { return true }
 	} else {
@@ -556,9 +564,12 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 	if p.skips[rec.Offset] {
 		return p.skipAgain(rec)
 	}
-	if p.c.tiers != nil {
-		return p.handleTiered(rec)
-	}
+	return p.route(rec)
+}
+
+// processNew processes a fetched record that went through no retry tier:
+// the route of a consumer without retry topics.
+func (p *partition[K, V]) processNew(rec *kgo.Record) bool {
 	return p.process(rec, &origin{rec: rec}, 1, time.Time{})
 }
 
