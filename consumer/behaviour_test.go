@@ -43,14 +43,15 @@ func newConsumer(t testing.TB, c *kafkatest.Cluster, topic, group string, h cons
 
 // testConsumer builds a consumer of topic with test defaults: string keys,
 // the given value deserializer, reading from the start, fast commits and
-// fetches; mod adjusts the config.
+// fetches, and the cluster's dialer (kafkatest.NewVirtual); mod adjusts
+// the config.
 func testConsumer[V any](t testing.TB, c *kafkatest.Cluster, topic, group string, value serde.Deserializer[V], h consumer.Handler[string, V], mod func(*consumer.Config[string, V])) *consumer.Consumer[string, V] {
 	t.Helper()
 	cfg := consumer.Config[string, V]{
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
 		Key: serde.String(), Value: value, Handler: h,
 		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
-		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
+		ClientOpts: append(c.ClientOpts(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond)),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -184,20 +185,32 @@ func TestIntegrationDeadLetterOutage(t *testing.T) {
 	})
 	stop := runConsumer(t, cons)
 	kafkatest.WaitFor(t, time.Minute, "dead-letter writes failing", func() bool { return cons.Stats().DeadLetterWriteErrors >= 2 })
-	time.Sleep(500 * time.Millisecond) // several commit intervals
 	// Records behind the pill may have been processed while its first write
 	// was in flight, but no offset passes it, and the partition is stuck.
+	// The commits reach the pill: the records before it are committed.
+	kafkatest.WaitFor(t, 30*time.Second, "the records before the pill committed", func() bool { return committed(t, c, group, topic)[0] >= 2 })
 	if off := committed(t, c, group, topic)[0]; off > 2 {
 		t.Fatalf("committed offset %d passed the unsettled record at 2", off)
 	}
 	if s := cons.Stats(); len(s.Stuck) != 1 || s.Stuck[0].Offset != 2 || s.DeadLettered != 0 {
 		t.Fatalf("stats %+v; want stuck at offset 2, nothing dead-lettered", s)
 	}
-	// Records produced during the outage wait behind the pill.
+	// Records produced during the outage wait behind the pill: the
+	// partition's fetching is paused on it.
+	kafkatest.WaitFor(t, 30*time.Second, "the partition's fetching paused on the pill", func() bool {
+		ps := cons.Stats().Partitions
+		return len(ps) == 1 && ps[0].Paused == consumer.PauseStuck
+	})
 	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: orderJSON(7), Key: []byte("k")})
+	// A negative check, not synchronisation: for three commit intervals
+	// (three fetch waits) the new record is not processed and no offset
+	// passes the pill.
 	time.Sleep(300 * time.Millisecond)
 	if got := l.count(); got > 5 {
 		t.Fatalf("processed %d records while the pill waits; the record produced during the outage went past it", got)
+	}
+	if off := committed(t, c, group, topic)[0]; off > 2 {
+		t.Fatalf("committed offset %d passed the unsettled record at 2", off)
 	}
 
 	adm := kadm.NewClient(c.Client(t))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,10 +27,11 @@ import (
 // timeout after cancel (the same wait would block a revoke), and the record
 // stays unsettled.
 func TestShutdownWithUnansweredDeadLetterWrite(t *testing.T) {
-	c := kafkatest.New(t)
-	if c.Fake() == nil {
-		t.Skip("needs kfake fault injection")
-	}
+	synctest.Test(t, testShutdownWithUnansweredDeadLetterWrite)
+}
+
+func testShutdownWithUnansweredDeadLetterWrite(t *testing.T) {
+	c := kafkatest.NewVirtual(t)
 	topic := oneTopic(t, c, "hang", "ok", "\xff\xfe", "after")
 
 	var blocking atomic.Bool
@@ -55,7 +57,7 @@ func TestShutdownWithUnansweredDeadLetterWrite(t *testing.T) {
 	go func() { errc <- cons.Run(ctx) }()
 
 	kafkatest.WaitFor(t, 30*time.Second, "dead-letter produce request sent", func() bool { return seen.Load() >= 1 })
-	time.Sleep(200 * time.Millisecond)
+	synctest.Wait() // the worker waits on the unanswered write
 	cancel()
 	select {
 	case <-errc:
@@ -135,7 +137,11 @@ func (h flipOnRetryLog) WithGroup(string) slog.Handler      { return h }
 // retry decision and the sleep still wakes the sleep: the record is
 // dead-lettered at once instead of sleeping its hour of backoff.
 func TestKillSwitchFlippedWhileDeciding(t *testing.T) {
-	c := kafkatest.New(t)
+	synctest.Test(t, testKillSwitchFlippedWhileDeciding)
+}
+
+func testKillSwitchFlippedWhileDeciding(t *testing.T) {
+	c := kafkatest.NewVirtual(t)
 	topic := oneTopic(t, c, "killrace", "a")
 	var cons *consumer.Consumer[string, string]
 	var flipped atomic.Bool
@@ -151,16 +157,14 @@ func TestKillSwitchFlippedWhileDeciding(t *testing.T) {
 	})
 	stop := runConsumer(t, cons)
 	kafkatest.WaitFor(t, 30*time.Second, "kill switch flipped", flipped.Load)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if cons.Stats().DeadLettered == 1 {
-			_ = stop()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	// On the bubble's clock, 5s are far from the hour of backoff: a record
+	// still asleep in it is never dead-lettered here.
+	kafkatest.WaitFor(t, 5*time.Second, "the record dead-lettered at once, not after its 1h backoff", func() bool {
+		return cons.Stats().DeadLettered == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
-	t.Errorf("kill switch flipped but the record is still sleeping in its 1h backoff: %+v", cons.Stats())
-	_ = stop()
 }
 
 // TestStuckBehindUnansweredDeadLetter: a quiet partition whose dead letter
@@ -169,10 +173,11 @@ func TestKillSwitchFlippedWhileDeciding(t *testing.T) {
 // (Before, the idle wait did not mark the partition: Stats().Stuck stayed
 // empty and Skip returned ErrNotStuck.)
 func TestStuckBehindUnansweredDeadLetter(t *testing.T) {
-	c := kafkatest.New(t)
-	if c.Fake() == nil {
-		t.Skip("needs kfake fault injection")
-	}
+	synctest.Test(t, testStuckBehindUnansweredDeadLetter)
+}
+
+func testStuckBehindUnansweredDeadLetter(t *testing.T) {
+	c := kafkatest.NewVirtual(t)
 	topic := oneTopic(t, c, "invis", "\xff\xfe", "a", "b", "c", "d", "e")
 	var blocking atomic.Bool
 	blocking.Store(true)
@@ -199,7 +204,10 @@ func TestStuckBehindUnansweredDeadLetter(t *testing.T) {
 		t.Fatalf("Stuck = %+v; want offset 0, %q, 1 write attempt, since", st, consumer.StuckDeadLetter)
 	}
 	group := cons.Client().OptValue(kgo.ConsumerGroup).(string)
-	time.Sleep(300 * time.Millisecond) // a few commit intervals
+	// Three commit intervals on the bubble's clock, every goroutine then
+	// idle: each commit the consumer would make has been made.
+	time.Sleep(300 * time.Millisecond)
+	synctest.Wait()
 	if got, ok := committed(t, c, group, topic)[0]; ok && got > 0 {
 		t.Fatalf("committed %d past the unacknowledged dead letter at 0", got)
 	}

@@ -63,7 +63,10 @@ func TestIntegrationFloodGuard(t *testing.T) {
 	}
 	stop := runConsumer(t, cons)
 	kafkatest.WaitFor(t, 30*time.Second, "the flood guard tripped", func() bool { return cons.Stats().Flood != nil })
-	time.Sleep(300 * time.Millisecond)
+	kafkatest.WaitFor(t, 30*time.Second, "the trip settled: its hook called, partition 0 stuck on the guard", func() bool {
+		s := cons.Stats()
+		return hooks.tripped.Load() >= 1 && len(s.Stuck) == 1 && s.Stuck[0].Reason == consumer.StuckFlood
+	})
 	s := cons.Stats()
 	// Of the 20 good and 60 poison records of partition 0, the guard
 	// trips when a dead letter would make more than 25 of the last 45.
@@ -77,6 +80,8 @@ func TestIntegrationFloodGuard(t *testing.T) {
 		t.Fatalf("Stuck = %+v; want partition 0 waiting on the flood guard", s.Stuck)
 	}
 	held := s.DeadLettered
+	// A negative check, not synchronisation: for three commit intervals
+	// with the guard tripped, no dead letter is written.
 	time.Sleep(300 * time.Millisecond)
 	if cons.Stats().DeadLettered != held {
 		t.Fatal("dead letters kept coming while the guard was tripped")

@@ -3,8 +3,8 @@ package consumer_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +25,23 @@ type newClients struct{ n atomic.Int32 }
 
 func (h *newClients) OnNewClient(*kgo.Client) { h.n.Add(1) }
 
+// logSignal closes seen the first time a line with message msg is logged.
+type logSignal struct {
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logSignal) WithGroup(string) slog.Handler      { return h }
+
 // TestIntegrationClientHooksSeeOneClient: the kgo hooks of Config.ClientOpts are
 // installed in the consumer's client only. With retry topics, the per-key
 // order rebuild of a restarted consumer makes a reader client of its own
@@ -39,7 +56,8 @@ func TestIntegrationClientHooksSeeOneClient(t *testing.T) {
 		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("fail")},
 		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("later")},
 	)
-	run := func(hooks *newClients, until func(consumer.Stats) bool) {
+	// run runs a consumer until wait returns.
+	run := func(hooks *newClients, logs slog.Handler, wait func(*consumer.Consumer[string, string])) {
 		cons, err := consumer.New(consumer.Config[string, string]{
 			Brokers: c.Brokers(), Topics: []string{topic}, Group: group,
 			Key: serde.String(), Value: serde.String(),
@@ -52,29 +70,43 @@ func TestIntegrationClientHooksSeeOneClient(t *testing.T) {
 			Policy:         consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic}}},
 			RetryTopics:    consumer.RetryTopics{Tiers: []time.Duration{time.Hour}},
 			CommitInterval: 100 * time.Millisecond,
-			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Logger:         slog.New(logs),
 			ClientOpts:     []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(hooks)},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, stop := context.WithTimeout(ctx, 20*time.Second)
-		defer stop()
+		rctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- cons.Run(rctx) }()
-		for rctx.Err() == nil && !until(cons.Stats()) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond) // a commit, and the rebuild
-		stop()
-		<-done
+		defer func() {
+			stop()
+			<-done
+		}()
+		wait(cons)
 	}
-	// The first run forwards "fail" to the 1h tier and parks "later".
+	// The first run forwards "fail" to the 1h tier and parks "later", and
+	// commits both.
 	first := &newClients{}
-	run(first, func(s consumer.Stats) bool { return s.Forwarded == 1 && s.Parked == 1 })
-	// The second run finds them in the tier when assigned.
+	run(first, slog.DiscardHandler, func(cons *consumer.Consumer[string, string]) {
+		kafkatest.WaitFor(t, 20*time.Second, "\"fail\" forwarded and \"later\" parked", func() bool {
+			s := cons.Stats()
+			return s.Forwarded == 1 && s.Parked == 1
+		})
+		kafkatest.WaitFor(t, 20*time.Second, "both committed", func() bool { return committed(t, c, group, topic)[0] == 2 })
+	})
+	// The second run finds them in the tier when assigned: it rebuilds the
+	// per-key order from the tier, with its reader client.
 	second := &newClients{}
-	run(second, func(s consumer.Stats) bool { return s.Ready })
+	rebuilt := &logSignal{msg: "per-key order rebuilt from the retry tiers", seen: make(chan struct{})}
+	run(second, rebuilt, func(cons *consumer.Consumer[string, string]) {
+		kafkatest.WaitFor(t, 20*time.Second, "ready", func() bool { return cons.Stats().Ready })
+		select {
+		case <-rebuilt.seen:
+		case <-time.After(20 * time.Second):
+			t.Fatal("timed out after 20s waiting for the per-key order rebuilt from the tier")
+		}
+	})
 	if n := first.n.Load(); n != 1 {
 		t.Errorf("first run: ClientOpts' hooks installed in %d clients, want 1", n)
 	}

@@ -113,8 +113,14 @@ func TestIntegrationHooksPauseAndPartitions(t *testing.T) {
 	if err := cons.Pause(topic, 7); !errors.Is(err, consumer.ErrNotAssigned) {
 		t.Fatalf("Pause of an unowned partition = %v", err)
 	}
+	kafkatest.WaitFor(t, 30*time.Second, "partition 0's fetching paused by the operator", func() bool {
+		ps := cons.Stats().Partitions
+		return len(ps) == 1 && ps[0].Paused == consumer.PauseOperator
+	})
 	kafkatest.Produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: []byte("while paused")})
-	time.Sleep(500 * time.Millisecond) // a fetch wait
+	// A negative check, not synchronisation: for five fetch waits (the
+	// test config's FetchMaxWait), the paused partition processes nothing.
+	time.Sleep(500 * time.Millisecond)
 	if processed.Load() != 3 {
 		t.Fatal("a paused partition processed a record")
 	}

@@ -225,8 +225,8 @@ func TestRecordProduce(t *testing.T) {
 }
 
 // eosConsumer is an exactly-once consumer of in that writes each record's
-// value to out.
-func eosConsumer(t *testing.T, c *kafkatest.Cluster, in, out, group, txid string) *consumer.Consumer[string, string] {
+// value to out; opts are added to its client's options.
+func eosConsumer(t *testing.T, c *kafkatest.Cluster, in, out, group, txid string, opts ...kgo.Opt) *consumer.Consumer[string, string] {
 	t.Helper()
 	cons, err := consumer.New(consumer.Config[string, string]{
 		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: kafkatest.Logger(t),
@@ -235,11 +235,22 @@ func eosConsumer(t *testing.T, c *kafkatest.Cluster, in, out, group, txid string
 		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
 			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
 		},
+		ClientOpts: opts,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cons
+}
+
+// describedTxns counts the DescribeTransactions requests a client's broker
+// answered: an idle exactly-once member's fence checks.
+type describedTxns struct{ n atomic.Int32 }
+
+func (h *describedTxns) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key == int16(kmsg.DescribeTransactions) && e2e.Err() == nil {
+		h.n.Add(1)
+	}
 }
 
 // TestIntegrationExactlyOnceIdle: a member whose transactions committed and
@@ -257,10 +268,13 @@ func TestIntegrationExactlyOnceIdle(t *testing.T) {
 	prod := manualProducer(t, c)
 	kafkatest.Produce(t, prod, recs[:n/2]...)
 	group := kafkatest.UniqueName("eosidle")
-	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eosidle-txn"))
+	checks := &describedTxns{}
+	cons := eosConsumer(t, c, in, out, group, kafkatest.UniqueName("eosidle-txn"), kgo.WithHooks(checks))
 	stop := runConsumer(t, cons)
 	kafkatest.WaitFor(t, time.Minute, "the first half processed", func() bool { return cons.Stats().Processed >= n/2 })
-	time.Sleep(5 * time.Second) // idle: two fence checks, and the workload's pause
+	// Idle, the workload's pause: two fence checks answered.
+	before := checks.n.Load()
+	kafkatest.WaitFor(t, 30*time.Second, "two fence checks while idle", func() bool { return checks.n.Load() >= before+2 })
 	if !cons.Stats().Running {
 		t.Fatal("the idle member stopped")
 	}
