@@ -278,6 +278,9 @@ func (p *partition[K, V]) batchDone(b pending[K, V]) bool {
 		return p.settleFailure(b.rec, &origin{rec: b.rec}, deadletter.StageProcess, err, b.r.Attempt, b.r.FirstFailure)
 	}
 	p.processed(b.rec, &origin{rec: b.rec})
+	if _, ok := p.retries[b.rec.Offset]; ok {
+		p.c.attempts.clear(b.rec) // it was retrying before the restart
+	}
 	return p.settledOut(b.rec, b.r.out)
 }
 
@@ -339,7 +342,12 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 					}
 					continue
 				}
-				if !p.settleFailure(b.rec, &origin{rec: b.rec}, deadletter.StageProcess, ferr, attempt, since) {
+				o, n, first := &origin{rec: b.rec}, attempt, since
+				if r, ok := p.retries[b.rec.Offset]; ok && r.attempts >= n {
+					// It was retrying alone before the restart.
+					o.saved, n, first = true, r.attempts+1, r.first
+				}
+				if !p.settleFailure(b.rec, o, deadletter.StageProcess, ferr, n, first) {
 					return false
 				}
 			}
@@ -364,7 +372,9 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 		wait, retry := retryWait(out.Retry, attempt, time.Since(since), err)
 		if retry && !c.retryOff.Load() {
 			p.outcome(first, deadletter.StageProcess, class, OutcomeRetried)
-			p.flush()
+			if !p.beforeWait() { // on a shard: nothing, the worker marks
+				return false
+			}
 			// An operator skip of the stuck offset settles the batch's
 			// first record as skipped; the rest is handled again.
 			rctx, rcancel := context.WithCancelCause(p.ctx)

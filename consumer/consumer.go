@@ -563,18 +563,26 @@ func (c *Consumer[K, V]) Skip(topic string, part int32, offset int64) error {
 	if err != nil {
 		return err
 	}
-	if err := p.skipStuck(offset); err != nil {
-		return err
-	}
-	c.mu.Lock()
+	// Remembered before the skip takes effect: a worker started again
+	// meanwhile (after an abort) must see it.
 	k := tp{topic, part}
+	c.mu.Lock()
 	if c.opSkips[k] == nil {
 		c.opSkips[k] = map[int64]bool{}
 	}
-	if len(c.opSkips[k]) < maxOpSkips {
+	fresh := !c.opSkips[k][offset] && len(c.opSkips[k]) < maxOpSkips
+	if fresh {
 		c.opSkips[k][offset] = true
 	}
 	c.mu.Unlock()
+	if err := p.skipStuck(offset); err != nil {
+		if fresh {
+			c.mu.Lock()
+			delete(c.opSkips[k], offset)
+			c.mu.Unlock()
+		}
+		return err
+	}
 	return nil
 }
 

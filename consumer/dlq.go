@@ -191,9 +191,12 @@ func (w *dlqWriter) sizeFor(topic string, side bool) int32 {
 // client's first write to it. Such a letter is written by the side client
 // (not in the exactly-once mode, whose letters are in the transaction).
 func (w *dlqWriter) cramped(topic string, size int32) bool {
-	if w.txnal {
-		return false
-	}
+	return !w.txnal && w.sizedBelow(topic, size)
+}
+
+// sizedBelow reports whether the client took a batch limit for topic below
+// size.
+func (w *dlqWriter) sizedBelow(topic string, size int32) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.topics[topic]
@@ -506,6 +509,13 @@ func (w *dlqWriter) writable(ctx context.Context, l *letter) error {
 	if limit > 0 && l.size > limit {
 		return fmt.Errorf("%w: %d bytes, %s accepts %d (max.message.bytes)", ErrLetterTooLarge, l.size, l.tmpl.Topic, limit)
 	}
+	if w.txnal && w.sizedBelow(l.tmpl.Topic, l.size) {
+		// The transactional client sized its batches for the topic
+		// before its limit was raised, and letters must be written by
+		// it: the write would fail and abort every partition's
+		// transaction. It waits as too large; a restart writes it.
+		return fmt.Errorf("%w: %d bytes; %s accepts it now, but this consumer's client sized its batches for the topic's earlier limit: restart the consumer to write it", ErrLetterTooLarge, l.size, l.tmpl.Topic)
+	}
 	if l.kind != kindDead {
 		// A tier record goes to its source partition, never by key: the
 		// tier partition's worker is the one that shares its per-key
@@ -800,9 +810,14 @@ func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partition
 			return none, fmt.Errorf("%w: %s has %d, %s has %d; add partitions to it (DeadLetterConfig.DisableTopicCreation is set, so the consumer does not)",
 				ErrRetryTopicPartitions, topic, parts, source, partitions)
 		}
-		resp, err := w.adm.CreatePartitions(ctx, int(partitions-parts), topic)
+		// Set, not added: members checking at the same rebalance must
+		// not grow it twice.
+		resp, err := w.adm.UpdatePartitions(ctx, int(partitions), topic)
 		if err == nil {
 			err = resp.Error()
+		}
+		if errors.Is(err, kerr.InvalidPartitions) {
+			err = nil // grown to that count meanwhile by another member
 		}
 		if err != nil {
 			return none, fmt.Errorf("%w: %s has %d, %s has %d; adding partitions: %v", ErrRetryTopicPartitions, topic, parts, source, partitions, err)

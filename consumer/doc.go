@@ -101,8 +101,10 @@
 //	                        order is kept (a batch holds one record of a key); a crash may
 //	                        try a tier copy once more
 //	DurableAttempts         the attempt count of a record retried in place survives a
-//	                        restart, with every way of reaching the handler; not kept
-//	                        with ExactlyOnce (the state would be written outside the
+//	                        restart, in every way of reaching the handler (a record a
+//	                        batch failed goes on counting when it fails again; a batch
+//	                        retried whole counts from 1 again); not kept with
+//	                        ExactlyOnce (the state would be written outside the
 //	                        transactions)
 //
 // In every mode nothing is lost: a record is processed, dead-lettered or

@@ -332,13 +332,20 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel})
 		p.c.stats.dlqWriteErrors.Add(1)
 		never := unwritable(err)
+		if topicChanged(err) {
+			// Decided on the topic as it is now, not as it was cached:
+			// an operator may have fixed it.
+			w.recheck(l.src.Topic, l.tmpl.Topic)
+			if werr := w.writable(rctx, l); werr == nil {
+				never = false
+			} else if never = unwritable(werr); never {
+				err = werr
+			}
+		}
 		if never {
 			if decided, ok := p.settleUnwritable(l, err); decided {
 				return ok
 			}
-		}
-		if topicChanged(err) {
-			w.recheck(l.src.Topic, l.tmpl.Topic)
 		}
 		wait := w.nextWait(l)
 		p.log.error("dead-letter write failed; the partition waits and retries", l.src,

@@ -552,3 +552,47 @@ func TestExactlyOnceSkipOutlivesAbort(t *testing.T) {
 		}
 	})
 }
+
+// Review finding: in the exactly-once mode with Concurrency, a record whose
+// dead letter was skipped (DeadLetterConfig.Unwritable: skip) went to the
+// lanes' handoff from the worker, which found no slot: its offset was never
+// committed.
+func TestExactlyOnceConcurrencySkippedLetterCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		in := c.Topic(t, "eosunw-in", 1)
+		limit := "20000"
+		if _, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, map[string]*string{"max.message.bytes": &limit}, in+".dlq"); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for i := range 9 {
+			recs = append(recs, &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: []byte("ok")})
+		}
+		recs = append(recs, &kgo.Record{Topic: in, Key: []byte("9"), Value: bytes.Repeat([]byte{0xff}, 30_000)}) // too large for its dead letter
+		kafkatest.Produce(t, c.Client(t, kgo.ProducerLinger(0)), recs...)
+		cfg := virtualConfig(t, c, in, serde.String(serde.ValidUTF8()))
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosunw-txn")}
+		cfg.Concurrency = consumer.Concurrency{Max: 4}
+		cfg.DeadLetter.Unwritable = consumer.UnwritableSkip
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		cfg.Handler = func(context.Context, *consumer.Record[string, string]) error { return nil }
+		cons, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, cons)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		st := cons.Stats()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if st.Skipped != 1 || st.Processed != 9 {
+			t.Fatalf("skipped %d, processed %d; want 1 and 9", st.Skipped, st.Processed)
+		}
+		if got := committed(t, c, cfg.Group, in)[0]; got != 10 {
+			t.Errorf("committed %d; want 10, past the skipped record", got)
+		}
+	})
+}

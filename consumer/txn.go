@@ -756,7 +756,12 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 		}
 		c.stats.dlqWriteErrors.Add(1)
 		if topicChanged(err) {
+			// Decided on the topic as it is now, not as it was cached:
+			// an operator may have fixed it.
 			w.recheck(l.src.Topic, l.tmpl.Topic)
+			if err = w.writable(p.ctx, l); err == nil {
+				continue
+			}
 		}
 		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: tries, since: l.f.Last, lastErr: err, cancel: rcancel})
 		never := unwritable(err)
@@ -766,7 +771,9 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 					return false
 				}
 				p.letterDone(l) // skipped
-				return p.settled(rec)
+				// On the worker, already the settler: not the handoff,
+				// which with lanes would look for a slot taken already.
+				return p.settler.done(rec, nil)
 			}
 		}
 		var wait time.Duration
@@ -782,7 +789,7 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 			if errors.Is(context.Cause(rctx), errSkipped) {
 				l.skipped = "operator"
 				p.letterDone(l)
-				return p.settled(rec)
+				return p.settler.done(rec, nil)
 			}
 			return false
 		}
