@@ -118,12 +118,6 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			if err == nil {
 				err = p.outputFailed(rec)
 			}
-			if err != nil && p.ctx.Err() == nil {
-				// Counted at once: a stop that comes before the next
-				// wait must not lose this try.
-				c.attempts.save(rec, attempt, first)
-				saved, savedAt = true, attempt
-			}
 			if err == nil {
 				p.clearStuck(rec.Offset) // no longer skippable
 				p.processed(rec, o)
