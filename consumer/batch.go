@@ -254,6 +254,12 @@ func (p *partition[K, V]) routeBatched(rec *kgo.Record, keys map[string]struct{}
 // came (false: handle the batch now, or stop).
 func (p *partition[K, V]) lingerUntil(due time.Time) bool {
 	p.ledger.flush()
+	return wakeBefore(p.ctx, p.wake, due)
+}
+
+// wakeBefore waits until due for a signal on wake. It reports whether one
+// came (false: due passed, or ctx ended).
+func wakeBefore(ctx context.Context, wake <-chan struct{}, due time.Time) bool {
 	d := time.Until(due)
 	if d <= 0 {
 		return false
@@ -261,11 +267,11 @@ func (p *partition[K, V]) lingerUntil(due time.Time) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-p.wake:
+	case <-wake:
 		return true
 	case <-t.C:
 		return false
-	case <-p.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }

@@ -108,11 +108,13 @@
 //	                        transactions)
 //
 // In every mode nothing is lost: a record is processed, dead-lettered or
-// skipped before any offset passes it. The integration tests run each
-// combination on kfake and on a real broker: TestIntegrationExactlyOnce and
-// TestIntegrationExactlyOnceKill (each way of reaching the handler with
-// transactions), TestIntegrationRetryTopics (tiers with each of them, and
-// with transactions), TestBatchConcurrency, TestIntegrationDurableAttempts.
+// skipped before any offset passes it. Tests that run on kfake and on a real
+// broker back the table: TestIntegrationExactlyOnce (each way of reaching the
+// handler, with transactions), TestIntegrationExactlyOnceKill (one at a time
+// and lanes, with transactions, under SIGKILL), TestIntegrationRetryTopics
+// (tiers with each way of reaching the handler, with and without
+// transactions) and TestIntegrationDurableAttempts (one at a time and
+// lanes); TestBatchConcurrency checks key shards on kfake alone.
 //
 // # Memory
 //

@@ -461,6 +461,16 @@ func (p *partition[K, V]) waitResumed() bool {
 		return true
 	}
 	p.flush()
+	return p.awaitResumed()
+}
+
+// awaitResumed waits while an operator pauses the partition. Unlike
+// waitResumed it marks nothing for commit, so that a shard may call it. It
+// returns false when the worker must stop.
+func (p *partition[K, V]) awaitResumed() bool {
+	if !p.opPaused.Load() {
+		return true
+	}
 	p.mu.Lock()
 	ch := p.resumed
 	paused := p.flow.operator

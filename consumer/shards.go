@@ -53,43 +53,11 @@ func (s *shard[K, V]) idle() bool {
 	}
 }
 
-func (s *shard[K, V]) linger(due time.Time) bool {
-	d := time.Until(due)
-	if d <= 0 {
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.wake:
-		return true
-	case <-t.C:
-		return false
-	case <-s.p.ctx.Done():
-		return false
-	}
-}
+func (s *shard[K, V]) linger(due time.Time) bool { return wakeBefore(s.p.ctx, s.wake, due) }
 
 // resumed waits out an operator pause; unlike the worker's, it marks
 // nothing for commit (the worker does).
-func (s *shard[K, V]) resumed() bool {
-	p := s.p
-	if !p.opPaused.Load() {
-		return true
-	}
-	p.mu.Lock()
-	ch, paused := p.resumed, p.flow.operator
-	p.mu.Unlock()
-	if !paused {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-p.ctx.Done():
-		return false
-	}
-}
+func (s *shard[K, V]) resumed() bool { return s.p.awaitResumed() }
 
 // runShards is the worker loop with a BatchHandler and Concurrency: it takes
 // records in offset order, gives each a slot and queues it to its key's

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -55,6 +54,22 @@ func runInBubble[K, V any](t *testing.T, cons *consumer.Consumer[K, V]) (stop fu
 	return stop
 }
 
+// startInBubble makes a consumer of cfg and runs it (runInBubble).
+func startInBubble[V any](t *testing.T, cfg consumer.Config[string, V]) (*consumer.Consumer[string, V], func() error) {
+	cons, err := consumer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cons, runInBubble(t, cons)
+}
+
+// elapse lets d pass on the bubble's clock, then waits until every goroutine
+// of the bubble is blocked: what d brings has happened.
+func elapse(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
 // Defect: Batching.Linger restarted whenever a record arrived, so under a
 // trickle faster than the linger a batch waited until it was full. A batch
 // is handled at most Linger after its first record was taken.
@@ -74,19 +89,14 @@ func TestBatchLingerFromFirstRecord(t *testing.T) {
 			mu.Unlock()
 			return nil
 		}
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
+		_, stop := startInBubble(t, cfg)
 		// 100 records, one every 50ms: 5 s of trickle, each record
 		// arriving well within the linger of the one before.
 		for i := range 100 {
 			kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte{byte(i)}})
 			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		elapse(2 * time.Second)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -138,13 +148,8 @@ func TestBatchStuckSkip(t *testing.T) {
 			mu.Unlock()
 			return nil
 		}
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
-		time.Sleep(5 * time.Second)
-		synctest.Wait()
+		cons, stop := startInBubble(t, cfg)
+		elapse(5 * time.Second)
 		st := cons.Stats()
 		if len(st.Stuck) != 1 || st.Stuck[0].Offset != 0 || st.Stuck[0].Reason != consumer.StuckRetrying {
 			t.Fatalf("Stats.Stuck = %+v; want the batch stuck retrying at offset 0", st.Stuck)
@@ -152,8 +157,7 @@ func TestBatchStuckSkip(t *testing.T) {
 		if err := cons.Skip(topic, 0, 0); err != nil {
 			t.Fatalf("Skip of the stuck batch's offset: %v", err)
 		}
-		time.Sleep(time.Second)
-		synctest.Wait()
+		elapse(time.Second)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -211,15 +215,10 @@ func TestConcurrencyStuckKeyHoldsOnlyItsPartition(t *testing.T) {
 			mu.Unlock()
 			return nil
 		}
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
+		cons, stop := startInBubble(t, cfg)
 		time.Sleep(5 * time.Second)
 		kafkatest.Produce(t, c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())), recs[200:]...)
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
+		elapse(10 * time.Second)
 		st := cons.Stats()
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -277,15 +276,10 @@ func TestConcurrencyTierLaneLeavesLettersToWorker(t *testing.T) {
 			processed[r.Key] = true
 			return nil
 		}
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
+		cons, stop := startInBubble(t, cfg)
 		time.Sleep(1500 * time.Millisecond) // k1 is in the tier, its dead letter failing
 		kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k2"), Value: []byte("small")})
-		time.Sleep(5 * time.Second)
-		synctest.Wait()
+		elapse(5 * time.Second)
 		tier := cfg.RetryTopics.TierTopic(topic, cfg.Group, time.Second)
 		var at int64 = -1
 		for _, s := range cons.Stats().Stuck {
@@ -299,8 +293,7 @@ func TestConcurrencyTierLaneLeavesLettersToWorker(t *testing.T) {
 		if err := cons.Skip(tier, 0, at); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
-		synctest.Wait()
+		elapse(time.Second)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -368,13 +361,8 @@ func TestBatchConcurrency(t *testing.T) {
 			mu.Unlock()
 			return nil
 		}
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
+		cons, stop := startInBubble(t, cfg)
+		elapse(10 * time.Second)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -427,11 +415,7 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
 		}
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
+		cons, stop := startInBubble(t, cfg)
 		for handled.Load() < n/4 {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -439,8 +423,7 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 		time.Sleep(15 * time.Second)
 		outage.Store(false)
 		kafkatest.Produce(t, prod, recs[n/2:]...)
-		time.Sleep(30 * time.Second)
-		synctest.Wait()
+		elapse(30 * time.Second)
 		st := cons.Stats()
 		if !st.Running || st.Halted != 0 {
 			t.Fatalf("the consumer did not ride out the outage: running %v, halted %d", st.Running, st.Halted)
@@ -473,27 +456,8 @@ func TestExactlyOnceSkipOutlivesAbort(t *testing.T) {
 
 		// Once armed, the next transactional produce fails: its
 		// transaction (the one that holds the skip) aborts.
-		var armed, failed atomic.Bool
-		c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			c.Fake().KeepControl()
-			pr := req.(*kmsg.ProduceRequest)
-			if pr.TransactionID == nil || !armed.Load() || !failed.CompareAndSwap(false, true) {
-				return nil, nil, false
-			}
-			resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-			resp.Version = pr.Version
-			for _, rt := range pr.Topics {
-				st := kmsg.NewProduceResponseTopic()
-				st.Topic, st.TopicID = rt.Topic, rt.TopicID
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewProduceResponseTopicPartition()
-					sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidRecord.Code
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp, nil, true
-		})
+		var armed atomic.Bool
+		failed := failTxnProduceOnce(c, armed.Load)
 		var skipped atomic.Bool
 		var afterSkip atomic.Int64
 		cfg := virtualConfig(t, c, in, serde.String())
@@ -509,13 +473,8 @@ func TestExactlyOnceSkipOutlivesAbort(t *testing.T) {
 			}
 			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
 		}
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
+		cons, stop := startInBubble(t, cfg)
+		elapse(3 * time.Second)
 		if st := cons.Stats().Stuck; len(st) != 1 || st[0].Offset != 5 {
 			t.Fatalf("Stats.Stuck = %+v; want offset 5", st)
 		}
@@ -525,8 +484,7 @@ func TestExactlyOnceSkipOutlivesAbort(t *testing.T) {
 			t.Fatal(err)
 		}
 		kafkatest.Produce(t, prod, recs[10:]...)
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
+		elapse(10 * time.Second)
 		st := cons.Stats()
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -577,13 +535,8 @@ func TestExactlyOnceConcurrencySkippedLetterCommitted(t *testing.T) {
 		cfg.DeadLetter.Unwritable = consumer.UnwritableSkip
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		cfg.Handler = func(context.Context, *consumer.Record[string, string]) error { return nil }
-		cons, err := consumer.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, cons)
-		time.Sleep(5 * time.Second)
-		synctest.Wait()
+		cons, stop := startInBubble(t, cfg)
+		elapse(5 * time.Second)
 		st := cons.Stats()
 		if err := stop(); err != nil {
 			t.Fatal(err)

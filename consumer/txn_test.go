@@ -545,14 +545,20 @@ func TestExactlyOnceUnreachableAtStart(t *testing.T) {
 // request (every record in it, INVALID_RECORD) and pass every other. It
 // reports whether it did.
 func failFirstTxnProduce(c *kafkatest.Cluster) *atomic.Bool {
+	return failTxnProduceOnce(c, func() bool { return true })
+}
+
+// failTxnProduceOnce rejects, like failFirstTxnProduce, the first
+// transactional produce request that comes while armed reports true.
+func failTxnProduceOnce(c *kafkatest.Cluster, armed func() bool) *atomic.Bool {
 	failed := new(atomic.Bool)
 	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		pr := req.(*kmsg.ProduceRequest)
-		if pr.TransactionID == nil || failed.Load() {
+		if pr.TransactionID == nil || !armed() || !failed.CompareAndSwap(false, true) {
 			c.Fake().KeepControl()
 			return nil, nil, false
 		}
-		failed.Store(true)
+		c.Fake().KeepControl() // the function stays, passing every later request
 		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
 		resp.Version = pr.Version
 		for _, rt := range pr.Topics {
