@@ -64,6 +64,9 @@ type dlqWriter struct {
 	// client first wrote to it (see cramped).
 	sideMu sync.Mutex
 	side   *kgo.Client
+	// grown is set once a topic's limit was seen raised: until then no
+	// letter can be cramped, and send takes no lock to ask.
+	grown atomic.Bool
 
 	mu       sync.Mutex
 	topics   map[string]*dlqTopic      // by dead-letter (or retry) topic
@@ -197,6 +200,9 @@ func (w *dlqWriter) cramped(topic string, size int32) bool {
 // sizedBelow reports whether the client took a batch limit for topic below
 // size.
 func (w *dlqWriter) sizedBelow(topic string, size int32) bool {
+	if !w.grown.Load() {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.topics[topic]
@@ -726,6 +732,9 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 		}
 	}
 	w.mu.Unlock()
+	if grew {
+		w.grown.Store(true)
+	}
 	if recreated {
 		w.recreated(topic)
 	} else if grew {
