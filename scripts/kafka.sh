@@ -54,6 +54,10 @@
 # with the single-node broker (39092-39094). Each JVM gets a small
 # heap (KAFKA_CLUSTER_HEAP, default 384m). No SASL listener in this mode.
 set -euo pipefail
+# Job control off even when the caller exported SHELLOPTS with monitor: with
+# it on, a background job leads its own process group, setsid forks again and
+# $! names a process that exits at once while the server runs on, unowned.
+set +m
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${ANTIDOTE_CACHE:-$ROOT/.cache}"
@@ -89,7 +93,7 @@ resolve() {
   mkdir -p "$CACHE"
   mvn -B -f "$POM" -Dkafka.version="$VERSION" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$JARS" >"$CACHE/mvn.log" 2>&1 ||
-    { tail -30 "$CACHE/mvn.log" >&2; die "mvn could not resolve Apache Kafka $VERSION (is Maven Central reachable? full log: $CACHE/mvn.log)"; }
+    { tail -n 30 "$CACHE/mvn.log" >&2; die "mvn could not resolve Apache Kafka $VERSION (is Maven Central reachable? full log: $CACHE/mvn.log)"; }
   ls "$JARS"/kafka_2.13-"$VERSION".jar >/dev/null 2>&1 || die "kafka_2.13-$VERSION.jar missing after resolve"
   echo "$key" >"$JARS/.complete"
 }
@@ -226,11 +230,11 @@ start() {
   local deadline=$((SECONDS + TIMEOUT))
   until grep -q "Kafka Server started" "$RUN/broker.log" 2>/dev/null && ready; do
     if ! pid_alive; then
-      tail -40 "$RUN/stdout.log" "$RUN/broker.log" >&2 2>/dev/null || true
+      tail -n 40 "$RUN/stdout.log" "$RUN/broker.log" >&2 2>/dev/null || true
       die "broker exited during startup (logs in $RUN)"
     fi
     if [ $SECONDS -ge $deadline ]; then
-      tail -40 "$RUN/broker.log" >&2 2>/dev/null || true
+      tail -n 40 "$RUN/broker.log" >&2 2>/dev/null || true
       stop_quiet; die "broker did not answer within ${TIMEOUT}s"
     fi
     sleep 0.5
@@ -343,8 +347,8 @@ cwait() {
   local deadline=$((SECONDS + TIMEOUT)) n
   for n in "$@"; do
     until grep -q "Kafka Server started" "$CRUN/n$n/broker.log" 2>/dev/null; do
-      cpid_alive "$n" || { tail -40 "$CRUN/n$n/stdout.log" "$CRUN/n$n/broker.log" >&2 2>/dev/null || true; die "cluster: node $n exited during startup (logs in $CRUN/n$n)"; }
-      [ $SECONDS -lt $deadline ] || { tail -40 "$CRUN/n$n/broker.log" >&2 2>/dev/null || true; die "cluster: node $n did not start within ${TIMEOUT}s"; }
+      cpid_alive "$n" || { tail -n 40 "$CRUN/n$n/stdout.log" "$CRUN/n$n/broker.log" >&2 2>/dev/null || true; die "cluster: node $n exited during startup (logs in $CRUN/n$n)"; }
+      [ $SECONDS -lt $deadline ] || { tail -n 40 "$CRUN/n$n/broker.log" >&2 2>/dev/null || true; die "cluster: node $n did not start within ${TIMEOUT}s"; }
       sleep 0.5
     done
   done

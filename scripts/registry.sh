@@ -25,6 +25,10 @@
 # a start after a kill keeps the storage; stop leaves no process and no
 # storage behind.
 set -euo pipefail
+# Job control off even when the caller exported SHELLOPTS with monitor: with
+# it on, a background job leads its own process group, setsid forks again and
+# $! names a process that exits at once while the server runs on, unowned.
+set +m
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${ANTIDOTE_CACHE:-$ROOT/.cache}"
@@ -81,7 +85,7 @@ fetch() {
   rm -rf "$APP"; mkdir -p "$APP"
   mvn -B -f "$POM" -Dapicurio.version="$VERSION" -DoutputDirectory="$APP" \
     dependency:unpack >"$CACHE/mvn-registry.log" 2>&1 ||
-    { tail -30 "$CACHE/mvn-registry.log" >&2; die "mvn could not fetch Apicurio Registry $VERSION (is Maven Central reachable? full log: $CACHE/mvn-registry.log)"; }
+    { tail -n 30 "$CACHE/mvn-registry.log" >&2; die "mvn could not fetch Apicurio Registry $VERSION (is Maven Central reachable? full log: $CACHE/mvn-registry.log)"; }
   [ -f "$APP/quarkus-run.jar" ] || die "quarkus-run.jar missing in $APP after the fetch"
   echo "$key" >"$APP/.complete"
 }
@@ -122,11 +126,11 @@ start() {
   local deadline=$((SECONDS + TIMEOUT))
   until ready; do
     if ! pid_alive; then
-      tail -40 "$RUN/registry.log" >&2 2>/dev/null || true
+      tail -n 40 "$RUN/registry.log" >&2 2>/dev/null || true
       die "registry exited during startup (log: $RUN/registry.log)"
     fi
     if [ $SECONDS -ge $deadline ]; then
-      tail -40 "$RUN/registry.log" >&2 2>/dev/null || true
+      tail -n 40 "$RUN/registry.log" >&2 2>/dev/null || true
       kill_quiet; die "registry did not answer within ${TIMEOUT}s (log: $RUN/registry.log)"
     fi
     sleep 0.2

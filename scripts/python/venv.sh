@@ -22,7 +22,7 @@ if [ "$(cat "$ENV/.complete" 2>/dev/null)" != "$key" ]; then
   python3 -m venv "$ENV" >&2 ||
     die "python3 -m venv failed (Debian: apt-get install python3-venv)"
   "$ENV/bin/pip" install -q --disable-pip-version-check -r "$REQ" >"$CACHE/pip.log" 2>&1 ||
-    { tail -20 "$CACHE/pip.log" >&2; die "pip install failed (is PyPI reachable? log: $CACHE/pip.log)"; }
+    { tail -n 20 "$CACHE/pip.log" >&2; die "pip install failed (is PyPI reachable? log: $CACHE/pip.log)"; }
   echo "$key" >"$ENV/.complete"
 fi
 echo "$ENV/bin/python"
