@@ -91,16 +91,16 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 		cfg.GroupProtocol = consumer.GroupConsumer
 	}
 	retry := backoff.MaxAttempts(backoff.Fixed(ms(m.BackoffMs)), m.Tries)
-	then := consumer.DeadLetter
+	then := consumer.ActionDeadLetter
 	if len(m.TiersMs) > 0 {
-		then = consumer.RetryTopic
+		then = consumer.ActionRetryTopic
 		for _, d := range m.TiersMs {
 			cfg.RetryTopics.Tiers = append(cfg.RetryTopics.Tiers, ms(d))
 		}
 		cfg.RetryTopics.Unordered = m.TiersUnordered
 	}
-	cfg.Policy.Process.Transient = consumer.Outcome{Retry: retry, Then: then}
-	cfg.Policy.Process.Unclassified = consumer.Outcome{Retry: retry, Then: then}
+	cfg.Policy.Process.Transient = consumer.Rule{Retry: retry, Then: then}
+	cfg.Policy.Process.Unclassified = consumer.Rule{Retry: retry, Then: then}
 	switch m.Dispatch {
 	case "lanes":
 		cfg.Concurrency = consumer.Concurrency{Max: m.LanesMax, Unordered: m.LanesUnordered}

@@ -127,7 +127,7 @@ func flakyHandler(l *ledger) consumer.Handler[string, order] {
 
 func fastPolicy() consumer.Policy {
 	quick := backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 4)
-	return consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: quick}, Unclassified: consumer.Outcome{Retry: quick}}}
+	return consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: quick}, Unclassified: consumer.Rule{Retry: quick}}}
 }
 
 // TestIntegrationAccounting: every produced (partition, offset) is processed

@@ -31,7 +31,7 @@ import (
 // alone, so that a poison pill is found and settled by itself.
 //
 // With [RetryTopics], a failed record is forwarded to a tier like any other
-// (Then: RetryTopic), and the records read back from a tier are tried one at
+// (Then: ActionRetryTopic), and the records read back from a tier are tried one at
 // a time, each when it is due, as batches of one. With per-key order (the
 // default), a batch holds at most one record of each key: a later record of
 // the key waits for the next batch, where it is parked behind the earlier

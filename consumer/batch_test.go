@@ -59,7 +59,7 @@ func runBatchRig(t *testing.T, kinds []string, size int, failWhole int) (*batchR
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Value: serde.JSON[item](), CommitInterval: 200 * time.Millisecond,
 		Batching: consumer.Batching{Size: size, Linger: 20 * time.Millisecond},
-		Policy:   consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: quick}}},
+		Policy:   consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: quick}}},
 		BatchHandler: func(_ context.Context, batch []*consumer.Record[string, item]) error {
 			rig.mu.Lock()
 			defer rig.mu.Unlock()

@@ -85,7 +85,7 @@ type Config[K, V any] struct {
 	// DeadLetter configures the dead-letter topic. Optional.
 	DeadLetter DeadLetterConfig
 	// RetryTopics configures the delay tiers of failures whose Outcome
-	// says RetryTopic. Optional: none.
+	// says ActionRetryTopic. Optional: none.
 	RetryTopics RetryTopics
 	// Classifier classifies errors. Optional: failure.Default().
 	Classifier failure.Classifier
@@ -115,15 +115,15 @@ type Config[K, V any] struct {
 	// franz-go's own log lines go here too, at warn level and above (set
 	// kgo.WithLogger in ClientOpts to change that). Optional: slog.Default().
 	Logger *slog.Logger
-	// Skip chooses failures to skip, before any retry or dead letter: a
+	// SkipIf chooses failures to skip, before any retry or dead letter: a
 	// record for which it returns true is logged, counted as skipped and
 	// passed. Optional. For example, a service that handles only some of
 	// the record types of a shared Avro topic:
 	//
-	//	Skip: func(_ deadletter.Stage, err error) bool { return avro.IsUnknownType(err) },
+	//	SkipIf: func(_ deadletter.Stage, err error) bool { return avro.IsUnknownType(err) },
 	//
 	// It is called from partition workers concurrently and must not block.
-	Skip func(stage deadletter.Stage, err error) bool
+	SkipIf func(stage deadletter.Stage, err error) bool
 	// DurableAttempts keeps the attempt count of a record retried in place
 	// across restarts and rebalances. Optional: on, see [DurableAttempts].
 	DurableAttempts DurableAttempts
@@ -283,56 +283,55 @@ func (g GroupProtocol) String() string {
 // retried.
 type Action uint8
 
-// Actions. The zero value means the default, DeadLetter.
+// Actions. The zero value is ActionDeadLetter, the default.
 const (
-	ActionDefault Action = iota
-	// DeadLetter writes the record to the dead-letter topic, waits for the
+	// ActionDeadLetter writes the record to the dead-letter topic, waits for the
 	// acknowledgement, then moves the offset on.
-	DeadLetter
-	// Skip logs and counts the record, then moves the offset on.
-	Skip
-	// Halt stops the consumer; Run returns a *HaltError naming the record.
+	ActionDeadLetter Action = iota
+	// ActionSkip logs and counts the record, then moves the offset on.
+	ActionSkip
+	// ActionHalt stops the consumer; Run returns a *HaltError naming the record.
 	// The offset does not move past it.
-	Halt
-	// RetryTopic forwards the record to the next of [Config.RetryTopics]'
+	ActionHalt
+	// ActionRetryTopic forwards the record to the next of [Config.RetryTopics]'
 	// delay tiers and moves the offset on; after the last tier,
 	// RetryTopics.Then. With a Retry policy, the record is first retried
-	// in place: Outcome{Retry: backoff.MaxAttempts(b, 2), Then: RetryTopic}
+	// in place: Rule{Retry: backoff.MaxAttempts(b, 2), Then: ActionRetryTopic}
 	// is two quick tries here, then the tiers (Retry counts every try, so
 	// in a tier it has none left and each tier gets one try).
-	RetryTopic
+	ActionRetryTopic
 )
 
 func (a Action) String() string {
 	switch a {
-	case ActionDefault, DeadLetter:
+	case ActionDeadLetter:
 		return "dead-letter"
-	case Skip:
+	case ActionSkip:
 		return "skip"
-	case Halt:
+	case ActionHalt:
 		return "halt"
-	case RetryTopic:
+	case ActionRetryTopic:
 		return "retry-topic"
 	}
 	return "action(" + strconv.Itoa(int(a)) + ")"
 }
 
-// Outcome settles one kind of failure: retry in place under Retry (the
+// Rule settles one kind of failure: retry in place under Retry (the
 // partition is paused and the backoff sleeps), then, when Retry gives up or
 // is nil-and-defaults-to-none, Then.
-type Outcome struct {
+type Rule struct {
 	// Retry paces retries in place. Optional: the slot's default (see
 	// [Policy]); backoff.None() turns retrying off for the slot.
 	Retry backoff.Policy
-	// Then is what happens when retrying is over. Optional: DeadLetter.
+	// Then is what happens when retrying is over. Optional: ActionDeadLetter.
 	Then Action
 }
 
 // StagePolicy holds the outcomes of one stage, by failure class.
 type StagePolicy struct {
-	Transient    Outcome
-	Permanent    Outcome
-	Unclassified Outcome
+	Transient    Rule
+	Permanent    Rule
+	Unclassified Rule
 }
 
 // Policy settles failures by stage and class. Each zero field takes its
@@ -363,18 +362,15 @@ var (
 	defaultFetchMaxWait     = 500 * time.Millisecond
 )
 
-func (o Outcome) withDefaults(retry backoff.Policy) Outcome {
+func (o Rule) withDefaults(retry backoff.Policy) Rule {
 	if o.Retry == nil {
 		o.Retry = retry
-	}
-	if o.Then == ActionDefault {
-		o.Then = DeadLetter
 	}
 	return o
 }
 
 // resolved is a Policy with every slot filled, indexed [stage][class].
-type resolved [2][3]Outcome
+type resolved [2][3]Rule
 
 func (p Policy) resolve() resolved {
 	var r resolved
@@ -388,7 +384,7 @@ func (p Policy) resolve() resolved {
 	return r
 }
 
-func (r *resolved) outcome(stage deadletter.Stage, c failure.Class) Outcome {
+func (r *resolved) outcome(stage deadletter.Stage, c failure.Class) Rule {
 	i := 0
 	if stage == deadletter.StageProcess {
 		i = 1
@@ -401,9 +397,9 @@ func (r *resolved) outcome(stage deadletter.Stage, c failure.Class) Outcome {
 
 // usesRetryTopic reports whether a slot forwards to the retry tiers.
 func (p Policy) usesRetryTopic() bool {
-	for _, o := range []Outcome{p.Deserialize.Transient, p.Deserialize.Permanent, p.Deserialize.Unclassified,
+	for _, o := range []Rule{p.Deserialize.Transient, p.Deserialize.Permanent, p.Deserialize.Unclassified,
 		p.Process.Transient, p.Process.Permanent, p.Process.Unclassified} {
-		if o.Then == RetryTopic {
+		if o.Then == ActionRetryTopic {
 			return true
 		}
 	}
@@ -413,14 +409,14 @@ func (p Policy) usesRetryTopic() bool {
 func (p Policy) validate() error {
 	slots := []struct {
 		name string
-		o    Outcome
+		o    Rule
 	}{
 		{"Deserialize.Transient", p.Deserialize.Transient}, {"Deserialize.Permanent", p.Deserialize.Permanent},
 		{"Deserialize.Unclassified", p.Deserialize.Unclassified}, {"Process.Transient", p.Process.Transient},
 		{"Process.Permanent", p.Process.Permanent}, {"Process.Unclassified", p.Process.Unclassified},
 	}
 	for _, s := range slots {
-		if s.o.Then > RetryTopic {
+		if s.o.Then > ActionRetryTopic {
 			return configErr("Policy."+s.name+".Then", fmt.Sprintf("unknown action %d", s.o.Then))
 		}
 		if s.o.Retry != nil { // nil: the slot's default
@@ -484,9 +480,9 @@ func (c *Config[K, V]) validate() error {
 	}
 	if c.RetryTopics.on() != c.Policy.usesRetryTopic() {
 		if c.RetryTopics.on() {
-			return configErr("RetryTopics.Tiers", "set, but no Policy outcome has Then: RetryTopic")
+			return configErr("RetryTopics.Tiers", "set, but no Policy outcome has Then: ActionRetryTopic")
 		}
-		return configErr("Policy", "an outcome has Then: RetryTopic, but RetryTopics.Tiers is empty")
+		return configErr("Policy", "an outcome has Then: ActionRetryTopic, but RetryTopics.Tiers is empty")
 	}
 	if strings.Contains(string(c.DurableAttempts.Topic), "{topic}") {
 		return configErr("DurableAttempts.Topic", "one topic serves every source topic: use {group}, not {topic}")

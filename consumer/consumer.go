@@ -36,7 +36,6 @@ type Consumer[K, V any] struct {
 	tiers      *tiers // nil without retry topics
 	txn        *txn   // nil unless ExactlyOnce
 	brokers    brokerWatch
-	workers    workerSet     // goroutines that run user code: Close must not wait for them
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
 
 	retryOff atomic.Bool
@@ -307,7 +306,7 @@ func (c *Consumer[K, V]) shutdown() error {
 	for _, p := range parts {
 		p.cancel()
 	}
-	c.running.Wait()
+	c.waitWorkers()
 
 	if c.txn != nil {
 		c.commitTxn(context.Background())
@@ -331,13 +330,21 @@ func (c *Consumer[K, V]) shutdown() error {
 	return nil
 }
 
-// Close stops the consumer. If Run is running, Close stops it as if its ctx
-// had ended and waits for it to return; if Run was never called, Close
-// closes the client (New has already joined the group). Called from a
-// handler, a deserializer or Config.Skip (code that Run waits for), Close
-// stops the consumer and returns at once: Run returns after that code does,
-// and the record it was handling stays unsettled. Close may be called more
-// than once.
+// Stop asks the consumer to stop, as if Run's ctx had ended, and returns at
+// once: Run returns after the handlers in flight return, and the records
+// they were handling stay unsettled (redelivered to the next owner). Stop is
+// the way to stop from code that Run waits for: a handler, a deserializer,
+// Config.SkipIf or a hook. It may be called more than once, and before Run
+// (which then returns at once).
+func (c *Consumer[K, V]) Stop() { c.stop(nil) }
+
+// Close stops the consumer and waits for Run to return; if Run was never
+// called, Close closes the client (New has already joined the group). Close
+// may be called more than once.
+//
+// Close must not be called from code that Run waits for (a handler, a
+// deserializer, Config.SkipIf or a hook): Run would wait for that code and
+// that code for Run. Call [Consumer.Stop] there.
 func (c *Consumer[K, V]) Close() {
 	c.stop(nil)
 	if c.runOnce.CompareAndSwap(false, true) {
@@ -345,11 +352,28 @@ func (c *Consumer[K, V]) Close() {
 		c.cl.Close()
 		return
 	}
-	if c.workers.isWorker() {
-		return
-	}
 	<-c.runDone
 }
+
+// waitWorkers waits for the partition workers to return, and warns when
+// that takes long: a handler that does not return when its ctx ends, or one
+// that called Close, holds Run.
+func (c *Consumer[K, V]) waitWorkers() {
+	done := make(chan struct{})
+	go func() { c.running.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(slowStopWarning):
+	}
+	c.log.Warn("stopping: still waiting for handlers to return after their ctx ended; "+
+		"a handler that calls Close waits for itself (call Stop from handlers)", "after", slowStopWarning)
+	<-done
+}
+
+// slowStopWarning is how long Run waits for its handlers when stopping
+// before it warns.
+const slowStopWarning = 10 * time.Second
 
 // halt stops Run with err.
 func (c *Consumer[K, V]) halt(err *HaltError) {
@@ -377,7 +401,6 @@ func (c *Consumer[K, V]) partition(topic string, part int32) *partition[K, V] {
 		c.running.Add(1)
 		go func() {
 			defer c.running.Done()
-			defer c.workers.enter()()
 			p.run()
 		}()
 	}

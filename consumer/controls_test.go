@@ -247,7 +247,7 @@ func TestHalt(t *testing.T) {
 		}
 		return nil
 	}, func(cfg *consumer.Config[string, string]) {
-		cfg.Policy.Deserialize.Permanent.Then = consumer.Halt
+		cfg.Policy.Deserialize.Permanent.Then = consumer.ActionHalt
 	})
 	err := cons.Run(context.Background())
 	var h *consumer.HaltError
@@ -351,7 +351,7 @@ func parse(t testing.TB, r *kgo.Record) *deadletter.Failure {
 
 var errNotMine = errors.New("record type not handled here")
 
-// TestSkipFuncWakeAndDependencies: Config.Skip skips chosen failures;
+// TestSkipFuncWakeAndDependencies: Config.SkipIf skips chosen failures;
 // WakeRetries ends a long backoff at once; Stats reports dependencies.
 func TestSkipFuncWakeAndDependencies(t *testing.T) {
 	c := kafkatest.New(t)
@@ -371,7 +371,7 @@ func TestSkipFuncWakeAndDependencies(t *testing.T) {
 		}
 		return nil
 	}, func(cfg *consumer.Config[string, string]) {
-		cfg.Skip = func(_ deadletter.Stage, err error) bool {
+		cfg.SkipIf = func(_ deadletter.Stage, err error) bool {
 			if errors.Is(err, errNotMine) {
 				return true
 			}

@@ -137,7 +137,7 @@
 // class (transient, permanent, unclassified; see package failure). The
 // [Policy] gives each stage and class an [Outcome]: retry in place under a
 // backoff policy (the partition pauses and the worker sleeps: no hot loop),
-// then an [Action]: [DeadLetter], [Skip] or [Halt]. The defaults:
+// then an [Action]: [ActionDeadLetter], [ActionSkip] or [ActionHalt]. The defaults:
 //
 //   - a record that cannot be decoded (permanent, or unclassified) goes to the
 //     dead-letter topic at once;
@@ -169,11 +169,11 @@
 //
 // # Retry topics
 //
-// Retrying in place holds a partition while one record waits. An [Outcome]
-// with Then: [RetryTopic] forwards the record to delay tiers instead
+// Retrying in place holds a partition while one record waits. An [Rule]
+// with Then: [ActionRetryTopic] forwards the record to delay tiers instead
 // ([RetryTopics]: "orders.retry.1s", "orders.retry.30s", ... then the
 // dead-letter topic) and the partition moves on. It combines with retrying
-// in place: Outcome{Retry: backoff.MaxAttempts(b, 2), Then: RetryTopic} is
+// in place: Rule{Retry: backoff.MaxAttempts(b, 2), Then: ActionRetryTopic} is
 // two quick tries here, then one try per tier. The consumer reads the tiers
 // in the same group; a tier partition whose head record is not due yet has its
 // fetching paused until it is. The attempt count and the first failure time
@@ -243,8 +243,8 @@
 //     classes and durations are text, and record-level lines are rate-limited
 //     per partition with a line that counts what was suppressed. A cluster
 //     that does not answer is a warning within seconds.
-//   - [Consumer.Close] may be called from a handler: it stops the consumer and
-//     returns at once.
+//   - [Consumer.Close] stops the consumer and waits for Run; from a handler
+//     (code Run waits for), call [Consumer.Stop], which returns at once.
 //   - [Consumer.Pause] and [Consumer.Resume] stop and restart one partition.
 //   - The flood guard ([FloodGuard], on by default) pauses the consumer when
 //     more than half of a partition's last 1000 records would be

@@ -356,18 +356,18 @@ func (f fetchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, 
 	f.n.Add(int64(m.NumRecords))
 }
 
-// TestCloseFromHandler: Close called from a handler or from Config.Skip
-// stops the consumer and returns; Run returns too. (Before: a deadlock, Run
-// waiting for the worker that was inside Close.)
-func TestCloseFromHandler(t *testing.T) {
+// TestStopFromHandler: Stop called from a handler or from Config.SkipIf
+// stops the consumer and returns; Run returns too, and Close after it
+// returns at once.
+func TestStopFromHandler(t *testing.T) {
 	c := kafkatest.New(t)
-	for _, where := range []string{"handler", "Config.Skip"} {
+	for _, where := range []string{"handler", "Config.SkipIf"} {
 		t.Run(where, func(t *testing.T) {
 			topic := oneTopic(t, c, "closeh", "a", "\xff", "b")
 			closed := make(chan struct{})
 			var cons *consumer.Consumer[string, string]
 			closeOnce := func() {
-				cons.Close()
+				cons.Stop()
 				close(closed)
 			}
 			cons = stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
@@ -376,8 +376,8 @@ func TestCloseFromHandler(t *testing.T) {
 				}
 				return nil
 			}, func(cfg *consumer.Config[string, string]) {
-				cfg.Skip = func(deadletter.Stage, error) bool {
-					if where == "Config.Skip" {
+				cfg.SkipIf = func(deadletter.Stage, error) bool {
+					if where == "Config.SkipIf" {
 						closeOnce()
 					}
 					return false
@@ -388,7 +388,7 @@ func TestCloseFromHandler(t *testing.T) {
 			select {
 			case <-closed:
 			case <-time.After(30 * time.Second):
-				t.Fatal("Close called from the " + where + " did not return")
+				t.Fatal("Stop called from the " + where + " did not return")
 			}
 			select {
 			case err := <-errc:
@@ -396,11 +396,38 @@ func TestCloseFromHandler(t *testing.T) {
 					t.Fatalf("Run = %v", err)
 				}
 			case <-time.After(30 * time.Second):
-				t.Fatal("Run did not return after Close from the " + where)
+				t.Fatal("Run did not return after Stop from the " + where)
 			}
 			cons.Close() // again, from outside: returns at once
 		})
 	}
+}
+
+// TestStopBeforeRun: Stop before Run makes Run return at once, without
+// handling a record.
+func TestStopBeforeRun(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "stopfirst", "a", "b")
+	var handled atomic.Int32
+	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error {
+		handled.Add(1)
+		return nil
+	}, nil)
+	cons.Stop()
+	errc := make(chan error, 1)
+	go func() { errc <- cons.Run(context.Background()) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after Stop")
+	}
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("%d records handled after Stop", n)
+	}
+	cons.Close()
 }
 
 // TestUnreachableBrokers: with no broker answering, the consumer warns
@@ -519,7 +546,7 @@ func TestIntegrationFetchMaxWaitDefault(t *testing.T) {
 			}
 			return nil
 		},
-		Policy: consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.Fixed(2 * time.Second)}}},
+		Policy: consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: backoff.Fixed(2 * time.Second)}}},
 		Logger: kafkatest.Logger(t), ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 	}
 	cons, err := consumer.New(cfg)

@@ -95,7 +95,7 @@ func ExampleConsumer_Skip() {
 			return nil
 		},
 		// Retry for as long as it takes, once a second.
-		Policy:     consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.Fixed(time.Second)}}},
+		Policy:     consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: backoff.Fixed(time.Second)}}},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 	})
@@ -152,7 +152,7 @@ func ExampleRetryTopics() {
 		},
 		// No retry in place: straight to the tiers, then the dead-letter topic.
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
+			Transient: consumer.Rule{Retry: backoff.None(), Then: consumer.ActionRetryTopic},
 		}},
 		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{100 * time.Millisecond}},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),

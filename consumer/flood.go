@@ -75,7 +75,8 @@ func (g FloodGuard) validate() error {
 	return nil
 }
 
-// Flood is a tripped flood guard, in [Stats.Flood].
+// Flood is a tripped flood guard: in [Stats.Flood], and given to
+// [Hooks.FloodGuardTripped] and [Hooks.FloodGuardResumed].
 type Flood struct {
 	// The record that tripped it.
 	Topic     string
@@ -86,9 +87,6 @@ type Flood struct {
 	Window      int
 	Since       time.Time
 }
-
-// FloodEvent is a flood guard that tripped ([Hooks.FloodGuardTripped]).
-type FloodEvent = Flood
 
 // window counts one partition's most recent settled records and which of
 // them were dead-lettered. It is owned by the partition's worker.

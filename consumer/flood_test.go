@@ -39,8 +39,8 @@ type floodHooks struct {
 	tripped, resumed atomic.Int32
 }
 
-func (h *floodHooks) FloodGuardTripped(consumer.FloodEvent) { h.tripped.Add(1) }
-func (h *floodHooks) FloodGuardResumed(consumer.FloodEvent) { h.resumed.Add(1) }
+func (h *floodHooks) FloodGuardTripped(consumer.Flood) { h.tripped.Add(1) }
+func (h *floodHooks) FloodGuardResumed(consumer.Flood) { h.resumed.Add(1) }
 
 // TestIntegrationFloodGuard: a run of poison pills that would dead-letter
 // more than half of a partition's window trips the guard: the consumer stops

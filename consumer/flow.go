@@ -124,14 +124,14 @@ type flow struct {
 	records int
 	bytes   int64
 
-	stuck    bool           // stuck on a record: retrying it, or waiting for its letter
-	held     bool           // with Concurrency: at its Ahead bound behind a stuck record
-	full     bool           // over the partition's own bound (until back under half)
-	blocking bool           // full and flowing: counted in total.full, the poll loop waits
-	operator bool           // paused by an operator (Consumer.Pause)
-	waiting  map[string]int // records waiting for a retry tier, by reason (PauseDue, PauseParked)
-	paused   string         // why fetching is paused by us; "" while it flows
-	stopped  bool           // the partition was revoked or the consumer stops
+	stuck    bool                // stuck on a record: retrying it, or waiting for its letter
+	held     bool                // with Concurrency: at its Ahead bound behind a stuck record
+	full     bool                // over the partition's own bound (until back under half)
+	blocking bool                // full and flowing: counted in total.full, the poll loop waits
+	operator bool                // paused by an operator (Consumer.Pause)
+	waiting  map[PauseReason]int // records waiting for a retry tier, by reason (PauseDue, PauseParked)
+	paused   PauseReason         // why fetching is paused by us; "" while it flows
+	stopped  bool                // the partition was revoked or the consumer stops
 	hooks    Hooks
 }
 
@@ -174,9 +174,9 @@ func (f *flow) setStuck(on bool) {
 // setWaiting counts a record that waits for a retry tier (reason PauseDue
 // or PauseParked; on), or no longer does: the partition's fetching is paused
 // while any waits.
-func (f *flow) setWaiting(reason string, on bool) {
+func (f *flow) setWaiting(reason PauseReason, on bool) {
 	if f.waiting == nil {
-		f.waiting = map[string]int{}
+		f.waiting = map[PauseReason]int{}
 	}
 	if on {
 		f.waiting[reason]++
@@ -204,7 +204,7 @@ func (f *flow) update() {
 	} else if f.records <= f.lim.PartitionRecords/2 && f.bytes <= f.lim.PartitionBytes/2 {
 		f.full = false
 	}
-	want := ""
+	var want PauseReason
 	switch {
 	case f.operator:
 		want = PauseOperator

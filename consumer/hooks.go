@@ -45,8 +45,8 @@ type Hooks interface {
 	PartitionsRevoked(map[string][]int32)
 	// FloodGuardTripped and FloodGuardResumed: the flood guard stopped the
 	// consumer (see [FloodGuard]), and an operator resumed it.
-	FloodGuardTripped(FloodEvent)
-	FloodGuardResumed(FloodEvent)
+	FloodGuardTripped(Flood)
+	FloodGuardResumed(Flood)
 }
 
 // NopHooks implements [Hooks] with methods that do nothing. Embed it.
@@ -64,16 +64,20 @@ func (NopHooks) PartitionPaused(PauseEvent)            {}
 func (NopHooks) PartitionResumed(PauseEvent)           {}
 func (NopHooks) PartitionsAssigned(map[string][]int32) {}
 func (NopHooks) PartitionsRevoked(map[string][]int32)  {}
-func (NopHooks) FloodGuardTripped(FloodEvent)          {}
-func (NopHooks) FloodGuardResumed(FloodEvent)          {}
+func (NopHooks) FloodGuardTripped(Flood)               {}
+func (NopHooks) FloodGuardResumed(Flood)               {}
 
-// Outcomes of a settled record ([SettledEvent.Outcome], [OutcomeKey.Outcome]).
+// Outcome is how a record was settled ([SettledEvent.Outcome],
+// [OutcomeKey.Outcome]).
+type Outcome string
+
+// Outcomes of a settled record.
 const (
-	OutcomeProcessed    = "processed"
-	OutcomeRetried      = "retried"
-	OutcomeDeadLettered = "dead-lettered"
-	OutcomeSkipped      = "skipped"
-	OutcomeHalted       = "halted"
+	OutcomeProcessed    Outcome = "processed"
+	OutcomeRetried              = "retried"
+	OutcomeDeadLettered         = "dead-lettered"
+	OutcomeSkipped              = "skipped"
+	OutcomeHalted               = "halted"
 	// OutcomeForwarded: the record failed and was forwarded to a retry
 	// tier (see [RetryTopics]); its partition is done with it, and it is
 	// settled again when read from the tier.
@@ -91,7 +95,7 @@ type PartitionEvent struct {
 type SettledEvent struct {
 	PartitionEvent
 	Offset  int64
-	Outcome string // OutcomeProcessed, OutcomeDeadLettered, OutcomeSkipped, OutcomeHalted or OutcomeForwarded
+	Outcome Outcome
 	Stage   deadletter.Stage
 	Class   failure.Class
 }
@@ -125,25 +129,28 @@ type WriteEvent struct {
 type StuckEvent struct {
 	PartitionEvent
 	Offset int64
-	Reason string // StuckRetrying or StuckDeadLetter
+	Reason StuckReason
 	Since  time.Time
 }
 
 // PauseEvent is a partition whose fetching is paused or resumed.
 type PauseEvent struct {
 	PartitionEvent
-	// Reason is why it is (or was) paused: PauseStuck, PauseFull or
-	// PauseOperator.
-	Reason string
+	// Reason is why it is (or was) paused.
+	Reason PauseReason
 }
 
-// Why a partition's fetching is paused ([PauseEvent.Reason], [Partition.Paused]).
+// PauseReason is why a partition's fetching is paused ([PauseEvent.Reason],
+// [Partition.Paused]).
+type PauseReason string
+
+// Why a partition's fetching is paused.
 const (
 	// PauseStuck: the partition is stuck on a record (retrying it,
 	// waiting for its dead letter, or held by the flood guard).
-	PauseStuck    = "stuck"
-	PauseFull     = "buffer-full"
-	PauseOperator = "operator"
+	PauseStuck    PauseReason = "stuck"
+	PauseFull                 = "buffer-full"
+	PauseOperator             = "operator"
 	// PauseDue: a retry-tier partition waits until its head record is due.
 	PauseDue = "retry-due"
 	// PauseParked: a source partition waits until its retry tiers hold

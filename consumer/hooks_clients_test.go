@@ -67,7 +67,7 @@ func TestIntegrationClientHooksSeeOneClient(t *testing.T) {
 				}
 				return nil
 			},
-			Policy:         consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic}}},
+			Policy:         consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: backoff.None(), Then: consumer.ActionRetryTopic}}},
 			RetryTopics:    consumer.RetryTopics{Tiers: []time.Duration{time.Hour}},
 			CommitInterval: 100 * time.Millisecond,
 			Logger:         slog.New(logs),

@@ -20,20 +20,20 @@ import (
 type recorder struct {
 	consumer.NopHooks
 	mu       sync.Mutex
-	settled  map[string]int
+	settled  map[consumer.Outcome]int
 	retried  int
 	handled  int
 	writes   int
 	writeErr int
 	stuck    int
 	unstuck  int
-	paused   map[string]int
-	resumed  map[string]int
+	paused   map[consumer.PauseReason]int
+	resumed  map[consumer.PauseReason]int
 	assigned int
 }
 
 func newRecorder() *recorder {
-	return &recorder{settled: map[string]int{}, paused: map[string]int{}, resumed: map[string]int{}}
+	return &recorder{settled: map[consumer.Outcome]int{}, paused: map[consumer.PauseReason]int{}, resumed: map[consumer.PauseReason]int{}}
 }
 
 func (r *recorder) RecordSettled(e consumer.SettledEvent) {

@@ -280,7 +280,6 @@ func (p *partition[K, V]) awaitLaneRoom() bool {
 func (p *partition[K, V]) lane(key string, keyed bool, rec *kgo.Record) {
 	ln := &p.lanes
 	defer ln.wg.Done()
-	defer p.c.workers.enter()()
 	for rec != nil {
 		ok := p.handle(rec)
 		ln.mu.Lock()

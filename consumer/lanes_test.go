@@ -44,7 +44,7 @@ func TestIntegrationConcurrencyHoldsOnlyItsKey(t *testing.T) {
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(), CommitInterval: 100 * time.Millisecond,
 		Concurrency: consumer.Concurrency{Max: 4, Ahead: 400},
-		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.Fixed(20 * time.Millisecond)}}},
+		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: backoff.Fixed(20 * time.Millisecond)}}},
 		Handler: func(ctx context.Context, r *consumer.Record[string, string]) error {
 			time.Sleep(time.Millisecond)
 			mu.Lock()
@@ -131,7 +131,7 @@ func TestConcurrencyConfig(t *testing.T) {
 			Concurrency: tc.c, RetryTopics: tc.rt,
 		}
 		if tc.rt.Tiers != nil {
-			cfg.Policy.Process.Transient.Then = consumer.RetryTopic
+			cfg.Policy.Process.Transient.Then = consumer.ActionRetryTopic
 		}
 		c, err := consumer.New(cfg)
 		if err == nil {

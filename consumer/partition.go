@@ -81,13 +81,6 @@ type partition[K, V any] struct {
 	fam    *family
 }
 
-// Why a partition is stuck ([Stuck.Reason]).
-const (
-	StuckRetrying   = "retrying"
-	StuckDeadLetter = "dead-letter write"
-	StuckFlood      = "flood guard"
-)
-
 // stuckAfter is how long a partition may wait for its oldest dead letter
 // before it shows as stuck (Stats.Stuck) and can be skipped by an operator.
 // A write that failed shows at once.
@@ -648,7 +641,7 @@ func (p *partition[K, V]) processed(rec *kgo.Record, o *origin) {
 
 // outcome counts a failed record's outcome: retried, dead-lettered, skipped
 // or halted.
-func (p *partition[K, V]) outcome(rec *kgo.Record, stage deadletter.Stage, class failure.Class, outcome string) {
+func (p *partition[K, V]) outcome(rec *kgo.Record, stage deadletter.Stage, class failure.Class, outcome Outcome) {
 	p.c.stats.failure(stage, class, outcome)
 	if h := p.c.hooks; h != nil && outcome != OutcomeRetried {
 		h.RecordSettled(SettledEvent{PartitionEvent: PartitionEvent{p.topic, p.part}, Offset: rec.Offset, Outcome: outcome, Stage: stage, Class: class})

@@ -20,7 +20,7 @@ import (
 )
 
 // RetryTopics configures non-blocking retries: a failed record whose
-// [Outcome] says [RetryTopic] is forwarded to a delay tier, a topic such as
+// [Rule] says [ActionRetryTopic] is forwarded to a delay tier, a topic such as
 // "orders.retry.30s", and its partition moves on. The consumer reads the tiers
 // in the same group; a tier partition whose head record is not due yet has its
 // fetching paused until it is, and the record is then tried again. Each time
@@ -75,7 +75,7 @@ type RetryTopics struct {
 	// "{topic}.retry.{delay}".
 	Topic deadletter.Template
 	// Then is what happens to a record that fails in the last tier.
-	// Optional: DeadLetter. It cannot be RetryTopic.
+	// Optional: ActionDeadLetter. It cannot be ActionRetryTopic.
 	Then Action
 	// Unordered turns per-key order off: later records of a key go ahead
 	// of one in the tiers, as with Spring Kafka's retry topics.
@@ -173,9 +173,9 @@ func (r RetryTopics) validate() error {
 		}
 	}
 	switch r.Then {
-	case RetryTopic:
-		return configErr("RetryTopics.Then", "RetryTopic: after the last tier comes DeadLetter, Skip or Halt")
-	case ActionDefault, DeadLetter, Skip, Halt:
+	case ActionRetryTopic:
+		return configErr("RetryTopics.Then", "ActionRetryTopic: after the last tier comes ActionDeadLetter, ActionSkip or ActionHalt")
+	case ActionDeadLetter, ActionSkip, ActionHalt:
 	default:
 		return configErr("RetryTopics.Then", fmt.Sprintf("unknown action %d", r.Then))
 	}
@@ -206,9 +206,6 @@ type tierOf struct {
 }
 
 func newTiers(cfg RetryTopics, sources []string, group string) *tiers {
-	if cfg.Then == ActionDefault {
-		cfg.Then = DeadLetter
-	}
 	if cfg.MaxParked == 0 {
 		cfg.MaxParked = defaultMaxParked
 	}
@@ -871,7 +868,7 @@ func (p *partition[K, V]) awaitRoom() bool {
 
 // setWaiting counts a record that waits (PauseDue, PauseParked) or no
 // longer does; the partition's fetching is paused while any waits.
-func (p *partition[K, V]) setWaiting(reason string, on bool) {
+func (p *partition[K, V]) setWaiting(reason PauseReason, on bool) {
 	p.mu.Lock()
 	p.flow.setWaiting(reason, on)
 	p.mu.Unlock()

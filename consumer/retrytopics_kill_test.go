@@ -75,7 +75,7 @@ func TestRetryTopicsChild(t *testing.T) {
 		Brokers:     strings.Split(os.Getenv(envBrokers), ","), Topics: []string{os.Getenv(envTopic)}, Group: os.Getenv(envGroup),
 		Logger: kafkatest.Logger(t), Key: serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
+			Transient: consumer.Rule{Retry: backoff.None(), Then: consumer.ActionRetryTopic},
 		}},
 		RetryTopics:    consumer.RetryTopics{Tiers: rtTiers},
 		Concurrency:    consumer.Concurrency{Max: conc},

@@ -131,7 +131,7 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 		ExactlyOnce: exactlyOnce,
 		Key:         serde.String(), Value: serde.JSON[keyed](),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 2), Then: consumer.RetryTopic},
+			Transient: consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 2), Then: consumer.ActionRetryTopic},
 		}},
 		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}},
 		Handler: func(_ context.Context, r *consumer.Record[string, keyed]) error {
@@ -290,7 +290,7 @@ func TestRetryTopicsConfig(t *testing.T) {
 		return consumer.Config[string, string]{
 			Brokers: []string{"127.0.0.1:1"}, Topics: []string{"orders"}, Group: "g",
 			Value: serde.String(), Handler: func(context.Context, *consumer.Record[string, string]) error { return nil },
-			Policy: consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Then: consumer.RetryTopic}}},
+			Policy: consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Then: consumer.ActionRetryTopic}}},
 		}
 	}
 	for _, tc := range []struct {
@@ -298,7 +298,7 @@ func TestRetryTopicsConfig(t *testing.T) {
 		edit        func(*consumer.Config[string, string])
 	}{
 		{"no tiers", "Policy", func(c *consumer.Config[string, string]) {}},
-		{"tiers without RetryTopic", "RetryTopics.Tiers", func(c *consumer.Config[string, string]) {
+		{"tiers without ActionRetryTopic", "RetryTopics.Tiers", func(c *consumer.Config[string, string]) {
 			c.Policy = consumer.Policy{}
 			c.RetryTopics.Tiers = []time.Duration{time.Second}
 		}},
@@ -318,7 +318,7 @@ func TestRetryTopicsConfig(t *testing.T) {
 		}},
 		{"then retry topic", "RetryTopics.Then", func(c *consumer.Config[string, string]) {
 			c.RetryTopics.Tiers = []time.Duration{time.Second}
-			c.RetryTopics.Then = consumer.RetryTopic
+			c.RetryTopics.Then = consumer.ActionRetryTopic
 		}},
 		{"tier is a source", "RetryTopics.Topic", func(c *consumer.Config[string, string]) {
 			c.RetryTopics.Tiers = []time.Duration{time.Second}
@@ -376,7 +376,7 @@ func TestIntegrationRetryTopicsWaitAndKillSwitch(t *testing.T) {
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
+			Transient: consumer.Rule{Retry: backoff.None(), Then: consumer.ActionRetryTopic},
 		}},
 		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{10 * time.Minute, 20 * time.Minute}},
 		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
@@ -455,7 +455,7 @@ func TestIntegrationRetryTopicsMaxParked(t *testing.T) {
 		Brokers: c.Brokers(), Topics: []string{topic}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.String(),
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			Transient: consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic},
+			Transient: consumer.Rule{Retry: backoff.None(), Then: consumer.ActionRetryTopic},
 		}},
 		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond}, MaxParked: 5},
 		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {

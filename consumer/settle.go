@@ -74,9 +74,9 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		if skipped() {
 			return p.skip(rec, o, stage, err, attempt, "operator")
 		}
-		if c.cfg.Skip != nil && p.skipFunc(rec, stage, err) {
+		if c.cfg.SkipIf != nil && p.skipFunc(rec, stage, err) {
 			p.clearStuck(rec.Offset)
-			return p.skip(rec, o, stage, err, attempt, "Config.Skip")
+			return p.skip(rec, o, stage, err, attempt, "Config.SkipIf")
 		}
 		// Taken before the kill switch is read, so that a flip between the
 		// two still wakes the sleep below.
@@ -86,10 +86,10 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		if c.retryOff.Load() {
 			// The kill switch: no waiting, straight to the exhausted outcome.
 			_, canRetry := out.Retry.Next(attempt, time.Since(first))
-			if canRetry || (out.Then == RetryTopic && o.tiers < len(c.tiers.cfg.Tiers)) {
+			if canRetry || (out.Then == ActionRetryTopic && o.tiers < len(c.tiers.cfg.Tiers)) {
 				p.clearStuck(rec.Offset)
 				then := out.Then
-				if then == RetryTopic {
+				if then == ActionRetryTopic {
 					then = c.tiers.cfg.Then // no tiers either
 				}
 				return p.act(rec, o, stage, class, err, attempt, first, deadletter.ReasonRetryDisabled, then)
@@ -135,15 +135,15 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 	}
 }
 
-// skipFunc asks Config.Skip; a panic in it counts as "no" and is logged.
+// skipFunc asks Config.SkipIf; a panic in it counts as "no" and is logged.
 func (p *partition[K, V]) skipFunc(rec *kgo.Record, stage deadletter.Stage, err error) (skip bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			p.log.error("Config.Skip panicked; the failure is settled by the policy", rec, "panic", v)
+			p.log.error("Config.SkipIf panicked; the failure is settled by the policy", rec, "panic", v)
 			skip = false
 		}
 	}()
-	return p.c.cfg.Skip(stage, err)
+	return p.c.cfg.SkipIf(stage, err)
 }
 
 // classify applies the classifier and the deserialize-stage rule: an
@@ -160,16 +160,16 @@ func (c *Consumer[K, V]) classify(stage deadletter.Stage, err error) failure.Cla
 // o.rec is what the letter is made of (the original of a tier record).
 func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) bool {
 	c := p.c
-	if then == RetryTopic {
+	if then == ActionRetryTopic {
 		if o.tiers < len(c.tiers.cfg.Tiers) && c.tiers.names[o.rec.Topic] != nil {
 			return p.forward(rec, o, stage, class, err, attempts, first)
 		}
 		then, reason = c.tiers.cfg.Then, deadletter.ReasonExhausted // after the last tier
 	}
 	switch then {
-	case Skip:
+	case ActionSkip:
 		return p.skip(rec, o, stage, err, attempts, string(reason))
-	case Halt:
+	case ActionHalt:
 		p.outcome(rec, stage, class, OutcomeHalted)
 		p.log.error("halting on record", rec, "stage", stage, "class", class, "err", err)
 		c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})

@@ -73,7 +73,6 @@ func (p *partition[K, V]) runShards() {
 		ln.wg.Add(1)
 		go func() {
 			defer ln.wg.Done()
-			defer p.c.workers.enter()()
 			p.batches(s)
 		}()
 	}

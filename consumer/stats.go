@@ -76,10 +76,9 @@ type Partition struct {
 	// State is PartitionFlowing, PartitionPaused (paused by an operator, or
 	// holding its buffer bound so that the poll loop waits) or
 	// PartitionStuck (see Stats.Stuck).
-	State string
-	// Paused is why its fetching is paused (PauseStuck, PauseFull,
-	// PauseOperator), empty while it flows.
-	Paused          string `json:",omitempty"`
+	State PartitionState
+	// Paused is why its fetching is paused, empty while it flows.
+	Paused          PauseReason `json:",omitempty"`
 	BufferedRecords int
 	BufferedBytes   int64
 	// HighWatermark is the partition's end offset at the last fetch,
@@ -90,11 +89,14 @@ type Partition struct {
 	Lag           int64
 }
 
-// States of a partition ([Partition.State]).
+// PartitionState is the state of a partition ([Partition.State]).
+type PartitionState string
+
+// States of a partition.
 const (
-	PartitionFlowing = "flowing"
-	PartitionPaused  = "paused"
-	PartitionStuck   = "stuck"
+	PartitionFlowing PartitionState = "flowing"
+	PartitionPaused                 = "paused"
+	PartitionStuck                  = "stuck"
 )
 
 // DeadLetterTopic is the state of one dead-letter topic.
@@ -124,15 +126,25 @@ type BrokerState struct {
 type OutcomeKey struct {
 	Stage   deadletter.Stage
 	Class   failure.Class
-	Outcome string // retried | dead-lettered | skipped | halted
+	Outcome Outcome // OutcomeRetried, OutcomeDeadLettered, OutcomeSkipped or OutcomeHalted
 }
 
 // MarshalText writes the key as "stage/class/outcome", for example
 // "deserialize-value/permanent/dead-lettered": Stats marshals to JSON with
 // these as the keys of Outcomes.
 func (k OutcomeKey) MarshalText() ([]byte, error) {
-	return []byte(string(k.Stage) + "/" + k.Class.String() + "/" + k.Outcome), nil
+	return []byte(string(k.Stage) + "/" + k.Class.String() + "/" + string(k.Outcome)), nil
 }
+
+// StuckReason is why a partition is stuck ([Stuck.Reason], [StuckEvent.Reason]).
+type StuckReason string
+
+// Why a partition is stuck.
+const (
+	StuckRetrying   StuckReason = "retrying"
+	StuckDeadLetter StuckReason = "dead-letter write"
+	StuckFlood      StuckReason = "flood guard"
+)
 
 // Stuck is a partition that cannot move past a record: it is retrying it, or
 // waiting for its dead letter to be written.
@@ -140,8 +152,7 @@ type Stuck struct {
 	Topic     string
 	Partition int32
 	Offset    int64
-	// Reason is StuckRetrying or StuckDeadLetter.
-	Reason string
+	Reason    StuckReason
 	// Attempts counts the tries so far: of the record while retrying, of
 	// the dead-letter write while that fails.
 	Attempts int
@@ -158,7 +169,7 @@ type stats struct {
 	outcomes map[OutcomeKey]uint64
 }
 
-func (s *stats) failure(stage deadletter.Stage, class failure.Class, outcome string) {
+func (s *stats) failure(stage deadletter.Stage, class failure.Class, outcome Outcome) {
 	s.mu.Lock()
 	if s.outcomes == nil {
 		s.outcomes = make(map[OutcomeKey]uint64)

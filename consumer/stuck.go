@@ -15,7 +15,7 @@ import (
 // it, or waiting for its dead letter to be acknowledged.
 type stuck struct {
 	offset   int64
-	reason   string // StuckRetrying, StuckDeadLetter or StuckFlood
+	reason   StuckReason // StuckRetrying, StuckDeadLetter or StuckFlood
 	attempts int
 	since    time.Time
 	lastErr  error

@@ -261,7 +261,7 @@ func TestConcurrencyTierLaneLeavesLettersToWorker(t *testing.T) {
 		cfg.Key = serde.String()
 		cfg.Concurrency = consumer.Concurrency{Max: 4}
 		cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{time.Second}}
-		cfg.Policy.Process.Transient = consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.RetryTopic}
+		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.ActionRetryTopic}
 		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
 		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
 			mu.Lock()

@@ -146,7 +146,7 @@ func TestIntegrationRetryTopicsSourceGrows(t *testing.T) {
 	}, func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
 		cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{50 * time.Millisecond}}
-		cfg.Policy.Process.Transient = consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.RetryTopic}
+		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.ActionRetryTopic}
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
 	})
 	stop := runConsumer(t, cons)

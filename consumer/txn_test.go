@@ -115,7 +115,7 @@ func testExactlyOnce(t *testing.T, c *kafkatest.Cluster, mode string) {
 	cfg := consumer.Config[string, eosIn]{
 		Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: kafkatest.Logger(t),
 		Key: serde.String(), Value: serde.JSON[eosIn](),
-		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 5)}}},
+		Policy:      consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(5*time.Millisecond), 5)}}},
 		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eos-txn"), MaxRecords: 100},
 		Handler:     func(_ context.Context, r *consumer.Record[string, eosIn]) error { return handle(r) },
 	}

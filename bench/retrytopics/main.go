@@ -225,10 +225,10 @@ func consume(brokers []string, topic string, m mode, want int, timeout time.Dura
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 	}
 	if m.dlq {
-		cfg.Policy.Process.Transient = consumer.Outcome{Retry: backoff.None()}
+		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.None()}
 	}
 	if m.topics {
-		cfg.Policy.Process.Transient = consumer.Outcome{Retry: backoff.None(), Then: consumer.RetryTopic}
+		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.None(), Then: consumer.ActionRetryTopic}
 		cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{time.Second, 5 * time.Second}, Topic: "{topic}.{group}.retry.{delay}"}
 		// The tier topics exist, as they do after a consumer's first start
 		// (which creates them, and rebalances once to read them).

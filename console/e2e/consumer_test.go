@@ -47,7 +47,7 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 			return nil
 		},
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			Transient: consumer.Outcome{Retry: backoff.Fixed(50 * time.Millisecond)},
+			Transient: consumer.Rule{Retry: backoff.Fixed(50 * time.Millisecond)},
 		}},
 		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},

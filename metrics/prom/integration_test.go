@@ -160,7 +160,7 @@ func TestIntegrationMetrics(t *testing.T) {
 			return nil
 		},
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
-			Transient: consumer.Outcome{Retry: backoff.Fixed(100 * time.Millisecond)},
+			Transient: consumer.Rule{Retry: backoff.Fixed(100 * time.Millisecond)},
 		}},
 		Hooks:  m,
 		Logger: kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
@@ -246,7 +246,7 @@ func TestIntegrationMetrics(t *testing.T) {
 		{Stage: "deserialize-value", Class: failure.ClassPermanent, Outcome: consumer.OutcomeDeadLettered},
 		{Stage: "process", Class: failure.ClassPermanent, Outcome: consumer.OutcomeDeadLettered},
 	} {
-		v, n := sum(fams, "antidote_records_total", map[string]string{"stage": string(k.Stage), "class": k.Class.String(), "outcome": k.Outcome})
+		v, n := sum(fams, "antidote_records_total", map[string]string{"stage": string(k.Stage), "class": k.Class.String(), "outcome": string(k.Outcome)})
 		if n != 1 {
 			t.Errorf("%v: %d series; want 1", k, n)
 		}
@@ -269,7 +269,7 @@ func TestIntegrationMetrics(t *testing.T) {
 
 	exact("stuck partition 1", gauge(t, fams, "antidote_partition_stuck", topic, "1"), 1)
 	exact("stuck partition 0", gauge(t, fams, "antidote_partition_stuck", topic, "0"), 0)
-	if v, n := sum(fams, "antidote_partition_stuck_seconds", map[string]string{"topic": topic, "partition": "1", "reason": consumer.StuckRetrying}); n != 1 || v < 0 {
+	if v, n := sum(fams, "antidote_partition_stuck_seconds", map[string]string{"topic": topic, "partition": "1", "reason": string(consumer.StuckRetrying)}); n != 1 || v < 0 {
 		t.Errorf("antidote_partition_stuck_seconds of partition 1: %d series, %v", n, v)
 	}
 	if _, n := sum(fams, "antidote_partition_stuck_seconds", map[string]string{"partition": "0"}); n != 0 {

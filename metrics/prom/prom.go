@@ -127,7 +127,7 @@ func (m *Metrics) RecordSettled(e consumer.SettledEvent) {
 	if e.Outcome == consumer.OutcomeProcessed {
 		stage, class = "", ""
 	}
-	m.records.WithLabelValues(e.Topic, stage, class, e.Outcome).Inc()
+	m.records.WithLabelValues(e.Topic, stage, class, string(e.Outcome)).Inc()
 }
 
 // RecordRetried counts a retry.
@@ -209,7 +209,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	longest := map[stuckKey]float64{}
 	var order []stuckKey
 	for _, st := range s.Stuck {
-		k := stuckKey{st.Topic, st.Partition, st.Reason}
+		k := stuckKey{st.Topic, st.Partition, string(st.Reason)}
 		secs := max(now.Sub(st.Since).Seconds(), 0)
 		if old, seen := longest[k]; !seen {
 			order = append(order, k)
@@ -225,7 +225,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		part := strconv.Itoa(int(p.Partition))
 		gauge(g.stuck, bit(p.State == consumer.PartitionStuck), p.Topic, part)
 		if p.Paused != "" {
-			gauge(g.paused, 1, p.Topic, part, p.Paused)
+			gauge(g.paused, 1, p.Topic, part, string(p.Paused))
 		}
 		if p.Lag >= 0 {
 			gauge(g.lag, float64(p.Lag), p.Topic, part)

@@ -87,7 +87,7 @@ func TestIntegrationRegistryOutage(t *testing.T) {
 		},
 		Policy: consumer.Policy{Deserialize: consumer.StagePolicy{
 			// Short own backoff: the breaker's Retry-After paces the waits.
-			Transient: consumer.Outcome{Retry: backoff.Exponential{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}},
+			Transient: consumer.Rule{Retry: backoff.Exponential{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}},
 		}},
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Logger:     quietLogger(),

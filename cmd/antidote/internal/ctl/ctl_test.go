@@ -50,7 +50,7 @@ func ctlRig(t *testing.T) (string, string, *consumer.Consumer[string, string], *
 			done.Add(1)
 			return nil
 		},
-		Policy:         consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Outcome{Retry: backoff.Fixed(50 * time.Millisecond)}}},
+		Policy:         consumer.Policy{Process: consumer.StagePolicy{Transient: consumer.Rule{Retry: backoff.Fixed(50 * time.Millisecond)}}},
 		Logger:         slog.New(slog.DiscardHandler),
 		CommitInterval: 100 * time.Millisecond,
 		ClientOpts:     []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},

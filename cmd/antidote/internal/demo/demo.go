@@ -455,15 +455,15 @@ func (r *demoRun) run(ctx context.Context, stderr io.Writer) (*demoSummary, erro
 				// its next probe); a short backoff of our own keeps the
 				// partitions in step with the probes.
 				Deserialize: consumer.StagePolicy{
-					Transient: consumer.Outcome{Retry: backoff.Exponential{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}},
+					Transient: consumer.Rule{Retry: backoff.Exponential{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}},
 				},
 				Process: consumer.StagePolicy{
 					// Long enough to ride out the outage: nothing it touches is
 					// dead-lettered.
-					Transient: consumer.Outcome{Retry: backoff.MaxElapsed(backoff.Exponential{Initial: 50 * time.Millisecond, Max: time.Second}, 30*time.Second)},
+					Transient: consumer.Rule{Retry: backoff.MaxElapsed(backoff.Exponential{Initial: 50 * time.Millisecond, Max: time.Second}, 30*time.Second)},
 				},
 			},
-			Skip:           skip,
+			SkipIf:         skip,
 			Dependencies:   deps,
 			Hooks:          r.admin.hooks(),
 			CommitInterval: time.Second,

@@ -66,7 +66,7 @@ var demoKindInfo = [numDemoKinds]struct {
 }
 
 // skippedKind reports whether the consumer skips the records of kind
-// (consumer.Config.Skip): they leave no trace but its Skipped counter.
+// (consumer.Config.SkipIf): they leave no trace but its Skipped counter.
 func skippedKind(k demoKind) bool { return k == kindUnknownType }
 
 func (k demoKind) String() string { return demoKindInfo[k].name }

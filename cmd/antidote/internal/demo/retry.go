@@ -462,7 +462,7 @@ func (r *demoRun) newRetryConsumer(logger *slog.Logger) (demoConsumer, error) {
 		Policy: consumer.Policy{
 			Process: consumer.StagePolicy{
 				// A couple of quick tries here, then the tiers.
-				Transient: consumer.Outcome{Retry: backoff.MaxAttempts(backoff.Fixed(20*time.Millisecond), retryInPlace), Then: consumer.RetryTopic},
+				Transient: consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(20*time.Millisecond), retryInPlace), Then: consumer.ActionRetryTopic},
 			},
 		},
 		RetryTopics:    consumer.RetryTopics{Tiers: retryTiers}, // then the dead-letter topic

@@ -302,7 +302,7 @@ func (r *demoRun) printSummary(s *demoSummary) {
 	row("dead-lettered", s.DeadLettered, strings.Join(by, ", "))
 	skipNote := ""
 	if s.Skipped > 0 {
-		skipNote = "by consumer.Config.Skip (avro.IsUnknownType): the consumer's Skipped counter, checked against the refunds produced"
+		skipNote = "by consumer.Config.SkipIf (avro.IsUnknownType): the consumer's Skipped counter, checked against the refunds produced"
 	}
 	row("skipped", s.Skipped, skipNote)
 	lostNote := "produced - processed - dead-lettered - skipped"
@@ -371,7 +371,7 @@ func outcomeText(o string) string {
 	case "unsettled":
 		return "not settled (lost or skipped)"
 	case "skipped":
-		return "skipped: no Go type for them (consumer.Config.Skip)"
+		return "skipped: no Go type for them (consumer.Config.SkipIf)"
 	}
 	if rest, ok := strings.CutPrefix(o, "processed-from-tier/"); ok {
 		return "processed from the " + rest + " tier"

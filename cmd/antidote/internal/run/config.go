@@ -580,7 +580,7 @@ func (p *runPlan) policy(pp *pipelinePlan) (consumer.Policy, error) {
 		slots := []struct {
 			name string
 			src  *runOutcome
-			dst  *consumer.Outcome
+			dst  *consumer.Rule
 		}{{"transient", s.src.Transient, &s.dst.Transient}, {"permanent", s.src.Permanent, &s.dst.Permanent}, {"unclassified", s.src.Unclassified, &s.dst.Unclassified}}
 		for _, slot := range slots {
 			if slot.src == nil {
@@ -597,19 +597,19 @@ func (p *runPlan) policy(pp *pipelinePlan) (consumer.Policy, error) {
 	return pol, nil
 }
 
-func (p *runPlan) outcome(at string, o *runOutcome) (consumer.Outcome, error) {
+func (p *runPlan) outcome(at string, o *runOutcome) (consumer.Rule, error) {
 	d := p.doc
-	var out consumer.Outcome
+	var out consumer.Rule
 	switch o.Then {
 	case "":
 	case "dead-letter":
-		out.Then = consumer.DeadLetter
+		out.Then = consumer.ActionDeadLetter
 	case "skip":
-		out.Then = consumer.Skip
+		out.Then = consumer.ActionSkip
 	case "halt":
-		out.Then = consumer.Halt
+		out.Then = consumer.ActionHalt
 	case "retry-topics":
-		out.Then = consumer.RetryTopic
+		out.Then = consumer.ActionRetryTopic
 	default:
 		return out, d.choice(at+".then", o.Then, runActions...)
 	}
@@ -758,9 +758,9 @@ func (p *runPlan) validateRetryTopics(pp *pipelinePlan) error {
 	switch rt.Then {
 	case "", "dead-letter":
 	case "skip":
-		pp.retry.Then = consumer.Skip
+		pp.retry.Then = consumer.ActionSkip
 	case "halt":
-		pp.retry.Then = consumer.Halt
+		pp.retry.Then = consumer.ActionHalt
 	default:
 		return d.choice(at+".then", rt.Then, "dead-letter", "skip", "halt")
 	}

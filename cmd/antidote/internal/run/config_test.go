@@ -168,7 +168,7 @@ pipelines:
 		t.Fatalf("aes key %x", k)
 	}
 	pol := pp.policy
-	if pol.Process.Transient.Then != consumer.Skip || pol.Process.Permanent.Then != consumer.Halt {
+	if pol.Process.Transient.Then != consumer.ActionSkip || pol.Process.Permanent.Then != consumer.ActionHalt {
 		t.Fatalf("actions %v %v", pol.Process.Transient.Then, pol.Process.Permanent.Then)
 	}
 	if _, ok := pol.Process.Transient.Retry.Next(1, 0); ok {
@@ -195,8 +195,8 @@ pipelines:
 	}
 	// Retry topics and keyed concurrency of the second pipeline.
 	cl := p.pipelines[1]
-	if cl.policy.Process.Transient.Then != consumer.RetryTopic || len(cl.retry.Tiers) != 2 || cl.retry.Tiers[1] != 30*time.Second ||
-		cl.retry.Then != consumer.Skip || cl.retry.MaxParked != 500 || cl.conc.Max != 16 || cl.conc.Ahead != 64 {
+	if cl.policy.Process.Transient.Then != consumer.ActionRetryTopic || len(cl.retry.Tiers) != 2 || cl.retry.Tiers[1] != 30*time.Second ||
+		cl.retry.Then != consumer.ActionSkip || cl.retry.MaxParked != 500 || cl.conc.Max != 16 || cl.conc.Ahead != 64 {
 		t.Fatalf("retry topics %+v, concurrency %+v", cl.retry, cl.conc)
 	}
 	if out := strings.Join(cl.describe(), "\n"); !strings.Contains(out, "raw.retry.1s, raw.retry.30s") || !strings.Contains(out, "16 records of a partition at once") {
