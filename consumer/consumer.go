@@ -424,6 +424,9 @@ func (c *Consumer[K, V]) stopPartitions(m map[string][]int32) {
 	c.mu.Unlock()
 	for _, w := range stopped {
 		<-w.done
+		if w.fam != nil {
+			w.fam.stopped(w.tier, w.ctx.Done())
+		}
 	}
 	// Paused partitions stay paused across rebalances unless resumed.
 	c.cl.ResumeFetchPartitions(m)

@@ -287,6 +287,7 @@ type letter struct {
 	size     int32  // letterSize of tmpl; 0 until newLetter or send computes it
 	skipped  string // why it was settled as skipped instead ("operator", "unwritable")
 	kind     letterKind
+	fam      *famRef            // the family entry of a keyed tier letter (per-key order), or nil
 	at       int64              // offset of the fetched record it settles (src is the original of a tier record)
 	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers)
 
@@ -312,6 +313,7 @@ type write struct {
 	start time.Time
 	done  chan struct{} // closed when acknowledged or failed
 	err   error         // read after done
+	at    int64         // the offset written at, when acknowledged
 }
 
 // rewrite is a write after the first, with the record it produces: a
@@ -325,20 +327,27 @@ type rewrite struct {
 // promiseFirst is the promise of a letter's first write, which produces
 // its tmpl: a pointer to a letter's first field is a pointer to the letter.
 func promiseFirst(r *kgo.Record, err error) {
-	(*letter)(unsafe.Pointer(r)).write0.finish(err)
+	l := (*letter)(unsafe.Pointer(r))
+	l.write0.at = r.Offset
+	l.write0.finish(err)
 }
 
 // promiseRewrite is the promise of a later write, which produces the rec
 // of a rewrite.
 func promiseRewrite(r *kgo.Record, err error) {
-	(*rewrite)(unsafe.Pointer(r)).wr.finish(err)
+	rw := (*rewrite)(unsafe.Pointer(r))
+	rw.wr.at = r.Offset
+	rw.wr.finish(err)
 }
 
 // finish records the outcome of the write and closes done.
 func (wr *write) finish(err error) {
 	wr.err = err
-	close(wr.done)
 	l := wr.l
+	if r := l.fam; r != nil {
+		r.f.sent(r.key, r.offset, r.forwards, wr.at, err)
+	}
+	close(wr.done)
 	if h := l.w.hooks; h != nil && l.kind == kindDead {
 		h.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
 			DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
@@ -477,6 +486,9 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	}
 	l.cur = wr
 	l.tries++
+	if r := l.fam; r != nil {
+		r.f.sending(r.key, r.offset, r.forwards)
+	}
 	if err := w.writable(ctx, l); err != nil {
 		wr.finish(err)
 		return

@@ -74,14 +74,14 @@ type Outcome string
 // Outcomes of a settled record.
 const (
 	OutcomeProcessed    Outcome = "processed"
-	OutcomeRetried              = "retried"
-	OutcomeDeadLettered         = "dead-lettered"
-	OutcomeSkipped              = "skipped"
-	OutcomeHalted               = "halted"
+	OutcomeRetried      Outcome = "retried"
+	OutcomeDeadLettered Outcome = "dead-lettered"
+	OutcomeSkipped      Outcome = "skipped"
+	OutcomeHalted       Outcome = "halted"
 	// OutcomeForwarded: the record failed and was forwarded to a retry
 	// tier (see [RetryTopics]); its partition is done with it, and it is
 	// settled again when read from the tier.
-	OutcomeForwarded = "forwarded"
+	OutcomeForwarded Outcome = "forwarded"
 )
 
 // PartitionEvent names a partition.
@@ -149,11 +149,11 @@ const (
 	// PauseStuck: the partition is stuck on a record (retrying it,
 	// waiting for its dead letter, or held by the flood guard).
 	PauseStuck    PauseReason = "stuck"
-	PauseFull                 = "buffer-full"
-	PauseOperator             = "operator"
+	PauseFull     PauseReason = "buffer-full"
+	PauseOperator PauseReason = "operator"
 	// PauseDue: a retry-tier partition waits until its head record is due.
-	PauseDue = "retry-due"
+	PauseDue PauseReason = "retry-due"
 	// PauseParked: a source partition waits until its retry tiers hold
 	// fewer than RetryTopics.MaxParked of its records (per-key order).
-	PauseParked = "retry-parked-full"
+	PauseParked PauseReason = "retry-parked-full"
 )

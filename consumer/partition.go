@@ -184,9 +184,12 @@ func (p *partition[K, V]) push(recs []*kgo.Record, hwm int64) {
 // take returns the queued records. They stay held until they are settled.
 func (p *partition[K, V]) take() []*kgo.Record {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	q := p.queue
 	p.queue = nil
+	p.mu.Unlock()
+	if len(q) > 0 && p.fam != nil && p.tier >= 0 {
+		p.fam.took(p.tier, q)
+	}
 	return q
 }
 

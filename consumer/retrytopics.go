@@ -305,6 +305,15 @@ func (t *tiers) drop(m map[string][]int32, held func(topic string, part int32) b
 // partitions: for each key with records in the tiers, their source offsets,
 // in order. It is shared by the workers of the source partition and of its
 // tier partitions.
+//
+// An entry must not outlive its record: one left for a record settled
+// elsewhere (a ghost) would park every later record of its key, and a tier
+// worker would park them again and again. So a rebuild never starts from
+// nothing while workers run: it adds what the tiers hold past the group's
+// committed offsets, but not what this member's tier workers have taken
+// (seen: each got its entry when taken, kept until it is settled), then drops the
+// entries whose copy lies below a committed offset (consumed and committed,
+// here or by another member) and those whose write failed for good.
 type family struct {
 	mu    sync.Mutex
 	ready chan struct{} // closed when rebuilt; replaced by reset
@@ -312,16 +321,39 @@ type family struct {
 	n     int
 	max   int
 	room  chan struct{} // closed when n drops under max; nil while nobody waits
+	// seen is, by tier index, the offset after the last record this
+	// member's worker of the tier partition has taken.
+	seen map[int]int64
 }
 
 type entry struct {
 	offset   int64 // in the source partition
 	tier     int   // index of the tier that holds its current copy
 	forwards int   // HeaderRetryForwards of its current copy
+	// at is the offset of its current copy in the tier partition, -1 until
+	// the write of that copy is acknowledged; writing counts the writes of
+	// the copy in flight, and by is closed when the worker that writes it
+	// stops (nil for a copy read from the tiers).
+	at      int64
+	writing int32
+	by      <-chan struct{}
 }
 
 func newFamily(max int) *family {
-	return &family{ready: make(chan struct{}), keys: map[string][]entry{}, max: max}
+	return &family{ready: make(chan struct{}), keys: map[string][]entry{}, max: max, seen: map[int]int64{}}
+}
+
+// closed reports whether the writer of a copy has stopped: it writes no more.
+func closed(by <-chan struct{}) bool {
+	if by == nil {
+		return true
+	}
+	select {
+	case <-by:
+		return true
+	default:
+		return false
+	}
 }
 
 func (f *family) markReady() {
@@ -398,21 +430,170 @@ func (f *family) before(key string, offset int64) (tier int, ok bool) {
 	return 0, false
 }
 
-// put records that the record of key at offset has a copy in tier,
-// forwarded forwards times; the copy forwarded most is the current one.
-func (f *family) put(key string, offset int64, tier, forwards int) {
+// find returns the entries of key and the index of the one at offset.
+func (f *family) find(key string, offset int64) (es []entry, i int, found bool) {
+	es = f.keys[key]
+	i, found = slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
+	return es, i, found
+}
+
+// put records that the record of key at offset is being written to tier,
+// forwarded forwards times, by the worker whose stop closes by; the copy
+// forwarded most is the current one.
+func (f *family) put(key string, offset int64, tier, forwards int, by <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	es := f.keys[key]
-	i, found := slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
+	es, i, found := f.find(key, offset)
+	e := entry{offset: offset, tier: tier, forwards: forwards, at: -1, by: by}
 	if found {
 		if forwards >= es[i].forwards {
-			es[i].tier, es[i].forwards = tier, forwards
+			es[i] = e
 		}
 		return
 	}
-	f.keys[key] = slices.Insert(es, i, entry{offset, tier, forwards})
+	f.keys[key] = slices.Insert(es, i, e)
 	f.n++
+}
+
+// restore records a copy read from tier at offset at of its partition,
+// unless this member's worker of that partition took it already.
+func (f *family) restore(key string, offset int64, tier, forwards int, at int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if at >= f.seen[tier] {
+		f.add(key, offset, tier, forwards, at)
+	}
+}
+
+// add records a copy in tier at offset at of its partition. f.mu is held.
+func (f *family) add(key string, offset int64, tier, forwards int, at int64) {
+	es, i, found := f.find(key, offset)
+	switch {
+	case !found:
+		f.keys[key] = slices.Insert(es, i, entry{offset: offset, tier: tier, forwards: forwards, at: at})
+		f.n++
+	case forwards > es[i].forwards:
+		es[i] = entry{offset: offset, tier: tier, forwards: forwards, at: at}
+	case forwards == es[i].forwards:
+		es[i].at = max(es[i].at, at) // a copy written twice: the later one counts
+	}
+}
+
+// sending counts a write of the current copy of the record of key at offset.
+func (f *family) sending(key string, offset int64, forwards int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if es, i, found := f.find(key, offset); found && es[i].forwards == forwards {
+		es[i].writing++
+	}
+}
+
+// sent records the end of a write: acknowledged at offset at, or failed
+// (err). A copy that failed and that no worker will write again is gone.
+func (f *family) sent(key string, offset int64, forwards int, at int64, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es, i, found := f.find(key, offset)
+	if !found || es[i].forwards != forwards {
+		return
+	}
+	e := &es[i]
+	e.writing--
+	if err == nil {
+		e.at = max(e.at, at)
+		return
+	}
+	if e.writing == 0 && e.at < 0 && closed(e.by) {
+		f.remove(key, es, i)
+	}
+}
+
+// took records that this member's worker of tier's partition has taken
+// recs (in offset order): each gets its entry, kept until it is settled, so
+// that a rebuild need not read them again.
+func (f *family) took(tier int, recs []*kgo.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range recs {
+		if r.Key == nil {
+			continue
+		}
+		if st, err := parseRetry(r.Headers); err == nil {
+			f.add(string(r.Key), st.f.Offset, tier, st.forwards, r.Offset)
+		}
+	}
+	f.seen[tier] = max(f.seen[tier], recs[len(recs)-1].Offset+1)
+}
+
+// stopped forgets a worker that stopped: what it took of a tier partition
+// (tier < 0 for the source partition), and the copies it was to write but
+// never did.
+func (f *family) stopped(tier int, by <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tier >= 0 {
+		delete(f.seen, tier)
+	}
+	f.sweep(func(e *entry) bool { return e.by == by && e.at < 0 && e.writing == 0 })
+}
+
+// prune drops, after a rebuild read the tiers, the entries whose copy lies
+// below floor, the committed (or first) offset of its tier partition (by
+// tier index): consumed and committed, here or by another member, or gone.
+// An entry whose copy is newer is read again or in a worker's hands.
+func (f *family) prune(floor map[int]int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sweep(func(e *entry) bool {
+		if e.writing > 0 {
+			return false
+		}
+		if e.at < 0 {
+			return closed(e.by)
+		}
+		lo, ok := floor[e.tier]
+		return ok && e.at < lo
+	})
+}
+
+// sweep removes the entries drop chooses. f.mu is held.
+func (f *family) sweep(drop func(*entry) bool) {
+	for key, es := range f.keys {
+		kept := es[:0]
+		for i := range es {
+			if drop(&es[i]) {
+				f.n--
+				continue
+			}
+			kept = append(kept, es[i])
+		}
+		if len(kept) == 0 {
+			delete(f.keys, key)
+		} else {
+			f.keys[key] = kept
+		}
+	}
+	f.wakeRoom()
+}
+
+// remove removes entry i of key's entries es. f.mu is held.
+func (f *family) remove(key string, es []entry, i int) {
+	if len(es) == 1 {
+		delete(f.keys, key)
+	} else {
+		f.keys[key] = slices.Delete(es, i, i+1)
+	}
+	f.n--
+	f.wakeRoom()
+}
+
+// wakeRoom wakes who waits for room when the family is under its bound.
+// f.mu is held.
+func (f *family) wakeRoom() {
+	if f.room != nil && f.n < f.max {
+		close(f.room)
+		f.room = nil
+	}
 }
 
 // stale reports whether a tier copy of the record of key at offset, forwarded
@@ -420,8 +601,7 @@ func (f *family) put(key string, offset int64, tier, forwards int) {
 func (f *family) stale(key string, offset int64, forwards int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	es := f.keys[key]
-	i, found := slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
+	es, i, found := f.find(key, offset)
 	return found && es[i].forwards > forwards
 }
 
@@ -430,20 +610,8 @@ func (f *family) stale(key string, offset int64, forwards int) bool {
 func (f *family) settle(key string, offset int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	es := f.keys[key]
-	i, found := slices.BinarySearchFunc(es, offset, func(e entry, o int64) int { return cmpInt(e.offset, o) })
-	if !found {
-		return
-	}
-	if len(es) == 1 {
-		delete(f.keys, key)
-	} else {
-		f.keys[key] = slices.Delete(es, i, i+1)
-	}
-	f.n--
-	if f.room != nil && f.n < f.max {
-		close(f.room)
-		f.room = nil
+	if es, i, found := f.find(key, offset); found {
+		f.remove(key, es, i)
 	}
 }
 
@@ -557,9 +725,10 @@ func retryHeaders(tiers, forwards int, due time.Time, parked bool) []kgo.RecordH
 }
 
 // rebuild reads the records the tier partitions of the given source
-// partitions hold past the group's committed offsets, and fills their
-// families. A family is ready when done; on an error it is retried until ctx
-// ends, and meanwhile its records wait.
+// partitions hold past the group's committed offsets, adds them to their
+// families and drops the entries that are gone (see family). A family is
+// ready when done; on an error it is retried until ctx ends, and meanwhile
+// its records wait.
 func (t *tiers) rebuild(ctx context.Context, fams map[tp]*family, log func(msg string, args ...any)) {
 	for attempt := 1; ; attempt++ {
 		n, err := t.read(ctx, fams)
@@ -587,12 +756,6 @@ func (t *tiers) rebuild(ctx context.Context, fams map[tp]*family, log func(msg s
 
 // read does the work of rebuild and returns the records read.
 func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
-	for _, f := range fams {
-		f.mu.Lock()
-		clear(f.keys)
-		f.n = 0
-		f.mu.Unlock()
-	}
 	var topics []string
 	for k := range fams {
 		topics = append(topics, t.names[k.topic]...)
@@ -617,8 +780,17 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 	}
 	from := map[string]map[int32]kgo.Offset{}
 	until := map[tp]int64{}
-	for k := range fams {
-		for _, topic := range t.names[k.topic] {
+	floors := map[tp]map[int]int64{} // by family: the floor of each tier partition
+	defer func() {
+		if ctx.Err() == nil {
+			for k, fl := range floors {
+				fams[k].prune(fl)
+			}
+		}
+	}()
+	for k, f := range fams {
+		floors[k] = map[int]int64{}
+		for i, topic := range t.names[k.topic] {
 			end, ok := ends.Lookup(topic, k.partition)
 			if !ok || end.Err != nil {
 				continue // missing: nothing in it yet
@@ -630,6 +802,10 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 			if c, ok := committed.Lookup(topic, k.partition); ok && c.At > at {
 				at = c.At
 			}
+			floors[k][i] = at
+			f.mu.Lock()
+			at = max(at, f.seen[i]) // what this member's worker took is not read again
+			f.mu.Unlock()
 			if at >= end.Offset {
 				continue
 			}
@@ -687,7 +863,7 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 				return // handled (dead-lettered) when it is consumed
 			}
 			if f := fams[tp{tier.source, r.Partition}]; f != nil {
-				f.put(string(r.Key), st.f.Offset, tier.index, st.forwards)
+				f.restore(string(r.Key), st.f.Offset, tier.index, st.forwards, r.Offset)
 			}
 		})
 	}
@@ -779,7 +955,7 @@ func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.S
 	l.class, l.attempts = class, attempts
 	if p.fam != nil && o.rec.Key != nil {
 		o.keyed = true
-		p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
+		p.track(l, o, tier)
 	}
 	return p.settleLetter(rec, l)
 }
@@ -797,8 +973,24 @@ func (p *partition[K, V]) park(rec *kgo.Record, o *origin, prev *deadletter.Fail
 			OriginalHeaders: len(r.Headers), Group: p.c.cfg.Group}
 	}
 	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, o.forwards+1, time.Now(), true), kindParked)
-	p.fam.put(string(o.rec.Key), o.rec.Offset, tier, o.forwards+1)
+	p.track(l, o, tier)
 	return p.settleLetter(rec, l)
+}
+
+// track puts o.rec in the family, as written to tier by letter l, whose
+// writes tell the family when its copy is acknowledged or lost.
+func (p *partition[K, V]) track(l *letter, o *origin, tier int) {
+	key := string(o.rec.Key)
+	p.fam.put(key, o.rec.Offset, tier, o.forwards+1, p.ctx.Done())
+	l.fam = &famRef{f: p.fam, key: key, offset: o.rec.Offset, forwards: o.forwards + 1}
+}
+
+// famRef names the family entry a tier letter writes the copy of.
+type famRef struct {
+	f        *family
+	key      string
+	offset   int64
+	forwards int
 }
 
 // tierLetter is the letter that writes o.rec to a tier: its key, value and
@@ -923,18 +1115,15 @@ func (c *Consumer[K, V]) assignTiers(assigned map[string][]int32) {
 		}
 		for _, p := range ps {
 			f, created := t.family(src, p)
-			switch {
-			case created:
-				fams[tp{src, p}] = f
-			case !tier:
-				// The source partition comes back to a family its
-				// tier partitions kept here: while another member
-				// had it, that member forwarded and parked records
-				// this family does not know. Rebuilt in place: the
-				// tier workers share it.
+			if !created {
+				// A partition of a family kept here comes back (or
+				// joins): while another member had it, that member
+				// forwarded, parked and settled records this family
+				// does not know of. Rebuilt in place: the workers
+				// that share it wait for it.
 				f.reset()
-				fams[tp{src, p}] = f
 			}
+			fams[tp{src, p}] = f
 		}
 	}
 	if len(fams) > 0 {

@@ -95,8 +95,8 @@ type PartitionState string
 // States of a partition.
 const (
 	PartitionFlowing PartitionState = "flowing"
-	PartitionPaused                 = "paused"
-	PartitionStuck                  = "stuck"
+	PartitionPaused  PartitionState = "paused"
+	PartitionStuck   PartitionState = "stuck"
 )
 
 // DeadLetterTopic is the state of one dead-letter topic.

@@ -300,7 +300,7 @@ func TestIntegrationMetrics(t *testing.T) {
 	v, _ = sum(fams, "antidote_records_total", map[string]string{"outcome": "skipped", "stage": "process", "class": "transient"})
 	exact("records skipped", v, 1)
 	exact("stuck partition 1 after the skip", gauge(t, fams, "antidote_partition_stuck", topic, "1"), 0)
-	if v, n := sum(fams, "antidote_partition_paused", map[string]string{"topic": topic, "partition": "0", "reason": consumer.PauseOperator}); n != 1 || v != 1 {
+	if v, n := sum(fams, "antidote_partition_paused", map[string]string{"topic": topic, "partition": "0", "reason": string(consumer.PauseOperator)}); n != 1 || v != 1 {
 		t.Errorf("antidote_partition_paused of partition 0 = %v (%d series); want 1, reason operator", v, n)
 	}
 	v, _ = sum(fams, "antidote_retry_enabled", nil)

@@ -1,0 +1,124 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+)
+
+// tierRecord is a record as a consumer forwards it to a tier: key, the
+// failure headers of the source record at srcOffset, the retry headers.
+func tierRecord(topic, key, source string, srcOffset int64, forwards int) *kgo.Record {
+	fl := &deadletter.Failure{Stage: deadletter.StageProcess, Reason: ReasonRetryTopic, Topic: source, Offset: srcOffset,
+		Attempts: 1, First: time.Unix(1700000000, 0), Last: time.Unix(1700000000, 0)}
+	var hs []kgo.RecordHeader
+	for _, h := range fl.AppendHeaders(nil) {
+		hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	hs = append(hs, retryHeaders(1, forwards, time.Unix(1700000001, 0), false)...)
+	return &kgo.Record{Topic: topic, Partition: 0, Key: []byte(key), Value: []byte("v"), Headers: hs}
+}
+
+// keysOf lists a family's entries as "key@offset".
+func keysOf(f *family) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for k, es := range f.keys {
+		for _, e := range es {
+			out = append(out, k+"@"+strconv.FormatInt(e.offset, 10))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestFamilyRebuildDropsGhosts: a rebuild of a family that workers share
+// keeps what is still in the tiers or in flight and drops what is gone: a
+// copy below the tier's committed offset (consumed and committed, here or by
+// another member) and a copy whose writer stopped with its write failed. It
+// does not add back a record this member's tier worker took and settled.
+// (Before: a rebuild cleared the family and read the tiers from the committed
+// offsets, so a record settled here but not yet committed came back as an
+// entry that parked every later record of its key, again and again; and a
+// family kept while a partition moved away and back kept entries of records
+// settled elsewhere.)
+func TestFamilyRebuildDropsGhosts(t *testing.T) {
+	c := kafkatest.New(t)
+	ctx := context.Background()
+	source := c.Topic(t, "famsrc", 1)
+	cfg := RetryTopics{Tiers: []time.Duration{time.Second}}
+	group := kafkatest.UniqueName("famgroup")
+	tier := cfg.TierTopic(source, group, time.Second)
+	cl := c.Client(t)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, -1, nil, tier); err != nil {
+		t.Fatal(err)
+	}
+	// The tier partition: offset 0 (a, settled and committed by another
+	// member); 1 (b) and 2 (c), taken by this member's worker, which
+	// settled c; 3 (g), not taken yet.
+	kafkatest.Produce(t, cl,
+		tierRecord(tier, "a", source, 1, 1),
+		tierRecord(tier, "b", source, 5, 1),
+		tierRecord(tier, "c", source, 7, 1),
+		tierRecord(tier, "g", source, 8, 1))
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: tier, Partition: 0, At: 1, LeaderEpoch: -1})
+	if r, err := adm.CommitOffsets(ctx, group, offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+
+	tr := newTiers(cfg, []string{source}, group)
+	tr.adm, tr.opts = adm, append(c.ClientOpts(), kgo.SeedBrokers(c.Brokers()...))
+	f, _ := tr.family(source, 0)
+	f.restore("a", 1, 0, 1, 0) // read by an earlier rebuild; since settled elsewhere
+	// This member's tier worker took b and c; it settled c.
+	taken := []*kgo.Record{tierRecord(tier, "b", source, 5, 1), tierRecord(tier, "c", source, 7, 1)}
+	taken[0].Offset, taken[1].Offset = 1, 2
+	f.took(0, taken)
+	f.settle("c", 7)
+	// The source worker forwards d (in flight), e (its write failed and
+	// its worker stopped) and h (failed, its worker goes on and writes
+	// it again).
+	alive, gone := make(chan struct{}), make(chan struct{})
+	close(gone)
+	f.put("d", 9, 0, 1, alive)
+	f.sending("d", 9, 1)
+	f.put("e", 10, 0, 1, gone)
+	f.sending("e", 10, 1)
+	f.put("h", 11, 0, 1, alive)
+	f.sending("h", 11, 1)
+	f.sent("h", 11, 1, 0, errors.New("write failed"))
+
+	if _, err := tr.read(ctx, map[tp]*family{{source, 0}: f}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"b@5", "d@9", "e@10", "g@8", "h@11"}
+	if got := keysOf(f); !slices.Equal(got, want) {
+		t.Fatalf("after the rebuild: %v, want %v (a settled elsewhere, c settled here)", got, want)
+	}
+	// e's write fails now, with its worker gone: no one writes it again.
+	f.sent("e", 10, 1, 0, errors.New("write failed"))
+	// d's is acknowledged at tier offset 4.
+	f.sent("d", 9, 1, 4, nil)
+	// h's worker stops without writing it again.
+	close(alive)
+	f.stopped(-1, alive)
+	want = []string{"b@5", "d@9", "g@8"}
+	if got := keysOf(f); !slices.Equal(got, want) {
+		t.Fatalf("after the writes ended: %v, want %v", got, want)
+	}
+	if n := f.size(); n != len(want) {
+		t.Fatalf("size %d, want %d", n, len(want))
+	}
+}
