@@ -25,6 +25,9 @@ chaos:           ## a bounded sample of randomized fault runs: kfake, then the t
 image:           ## the OCI image of antidote in .cache/image (no daemon, no base image); VERSION=v0.2.0 to choose its version
 	scripts/image.sh $(VERSION)
 
+chart:           ## lint and render the Helm chart deploy/helm/antidote and check the manifests (helm from the Go module proxy)
+	scripts/chartcheck.sh
+
 kafka-start:     ## start the real test broker (prints its address)
 	scripts/kafka.sh start
 
