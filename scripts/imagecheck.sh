@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/imagecheck.sh [VERSION]: the image of `make image` is what it says.
 #
-#  1. builds it (scripts/image.sh VERSION);
+#  1. builds it (scripts/image.sh VERSION; default VERSION: the one the modules
+#     require each other at, as for scripts/installcheck.sh);
 #  2. reads it back with go-containerregistry (tools/ociimage check): runs
 #     /antidote as 65532:65532, has the OCI labels, the version label equal to
 #     the binary's module version, /etc/passwd with uid 65532, the CA
@@ -24,8 +25,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
-step "build the image"
-scripts/image.sh "$@"
+# The version the modules require each other at, as scripts/installcheck.sh
+# packs them: a fixed version lets the build cache serve every package that
+# did not change (a pseudo-version per commit would rebuild them all).
+VERSION="${1:-$(awk -v p=github.com/antidote-kafka/antidote '$1 == p { print $2; exit }' cmd/antidote/go.mod)}"
+
+step "build the image at $VERSION"
+scripts/image.sh "$VERSION"
 ref="$(cat .cache/image/ref)"
 version="$(cat .cache/image/version)"
 
