@@ -162,18 +162,17 @@ func TestHealthyLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flowing, paused, stuck := consumer.PartitionFlowing, consumer.PartitionPaused, consumer.PartitionStuck
 	m.Watch(fixedStats{
 		Partitions: []consumer.Partition{
-			{Topic: "orders", Partition: 0, State: flowing, Lag: 100},
-			{Topic: "orders", Partition: 1, State: paused, Paused: consumer.PauseFull, Lag: 20},
-			{Topic: "orders", Partition: 2, State: stuck, Paused: consumer.PauseStuck, Lag: 5000},
-			{Topic: "orders", Partition: 3, State: flowing, Lag: -1},
-			{Topic: "orders.retry.5s", Partition: 0, State: flowing, Lag: 700},
-			{Topic: "orders.retry.1m", Partition: 0, State: stuck, Lag: 80},
-			{Topic: "payments", Partition: 0, State: stuck, Lag: 9},
-			{Topic: "payments", Partition: 1, State: flowing, Lag: 3},
-			{Topic: "refunds", Partition: 0, State: stuck, Lag: 40},
+			{Topic: "orders", Partition: 0, State: consumer.PartitionFlowing, Lag: 100},
+			{Topic: "orders", Partition: 1, State: consumer.PartitionPaused, Paused: consumer.PauseFull, Lag: 20},
+			{Topic: "orders", Partition: 2, State: consumer.PartitionStuck, Paused: consumer.PauseStuck, Lag: 5000},
+			{Topic: "orders", Partition: 3, State: consumer.PartitionFlowing, Lag: -1},
+			{Topic: "orders.retry.5s", Partition: 0, State: consumer.PartitionFlowing, Lag: 700},
+			{Topic: "orders.retry.1m", Partition: 0, State: consumer.PartitionStuck, Lag: 80},
+			{Topic: "payments", Partition: 0, State: consumer.PartitionStuck, Lag: 9},
+			{Topic: "payments", Partition: 1, State: consumer.PartitionFlowing, Lag: 3},
+			{Topic: "refunds", Partition: 0, State: consumer.PartitionStuck, Lag: 40},
 		},
 		RetryTopics: []consumer.DeadLetterTopic{
 			{Topic: "orders.retry.5s", Source: "orders", Ready: true},
