@@ -1,5 +1,5 @@
 # Targets people run. `make test` is the README's test command and what CI runs.
-.PHONY: test unit lint kafka-start kafka-stop demo bench fuzz screenshots chaos
+.PHONY: test unit lint kafka-start kafka-stop demo bench fuzz screenshots chaos image chart
 
 test:            ## everything: lint, unit tests on kfake, integration tests on a real broker
 	scripts/test.sh
@@ -21,6 +21,12 @@ bench:           ## the end-to-end benchmark against the real test broker
 
 chaos:           ## a bounded sample of randomized fault runs: kfake, then the three-broker cluster
 	scripts/chaos.sh
+
+image:           ## the OCI image of antidote in .cache/image (no daemon, no base image); VERSION=v0.2.0 to choose its version
+	scripts/image.sh $(VERSION)
+
+chart:           ## lint and render the Helm chart deploy/helm/antidote and check the manifests (helm from the Go module proxy)
+	scripts/chartcheck.sh
 
 kafka-start:     ## start the real test broker (prints its address)
 	scripts/kafka.sh start

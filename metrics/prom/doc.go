@@ -57,12 +57,24 @@
 //	antidote_partition_stuck_seconds              gauge      topic, partition, reason         how long it has been stuck on that record (retrying, dead-letter); only while stuck
 //	antidote_partition_paused                     gauge      topic, partition, reason         1 while its fetching is paused (stuck, buffer-full, operator, retry-due, retry-parked-full); only while paused
 //	antidote_partition_lag                        gauge      topic, partition                 records not yet committed: high watermark minus committed offset; absent while unknown
+//	antidote_healthy_lag                          gauge      topic                            records waiting to be handled: the lag of the partitions not stuck, retry tiers left out; what to autoscale on
 //	antidote_dependency_state                     gauge      dependency, state                1 for each dependency's current state (a registry breaker: closed, open, half-open)
 //
 // antidote_records_total{outcome="dead-lettered"} counts records, and
 // antidote_dead_letter_writes_total{result="ok"} acknowledged writes: they
 // agree, and a rising result="error" is a dead-letter topic that cannot be
 // written.
+//
+// # Healthy lag
+//
+// antidote_healthy_lag is the lag that more consumers would work off: per
+// source topic, the sum of antidote_partition_lag over the partitions that
+// are not stuck, an unknown lag counting 0. A stuck partition's records
+// wait on one record (retried, or its dead letter not yet written), and a
+// retry tier's records wait for their delay; neither goes faster with more
+// replicas, so an autoscaler that counted them would add replicas that sit
+// idle. Sum it over the members of a group (sum by (topic)) to get the
+// group's healthy lag; deploy/helm/antidote scales on it with KEDA.
 //
 // # Dashboards and alerts
 //

@@ -56,6 +56,7 @@ type gaugeDescs struct {
 	running, ready, retryEnabled, brokers *prometheus.Desc
 	bufRecords, bufBytes                  *prometheus.Desc
 	stuck, stuckSeconds, paused, lag      *prometheus.Desc
+	healthyLag                            *prometheus.Desc
 	dependency                            *prometheus.Desc
 	flood, floodTrips                     *prometheus.Desc
 	transactions                          *prometheus.Desc
@@ -106,6 +107,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			stuckSeconds: prometheus.NewDesc("antidote_partition_stuck_seconds", "How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.", append(tp, "reason"), nil),
 			paused:       prometheus.NewDesc("antidote_partition_paused", "1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator, retry-due, retry-parked-full); present only while paused.", append(tp, "reason"), nil),
 			lag:          prometheus.NewDesc("antidote_partition_lag", "Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.", tp, nil),
+			healthyLag:   prometheus.NewDesc("antidote_healthy_lag", "Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.", []string{"topic"}, nil),
 			dependency:   prometheus.NewDesc("antidote_dependency_state", "1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).", []string{"dependency", "state"}, nil),
 		},
 	}
@@ -163,7 +165,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.dlqLatency.Describe(ch)
 	g := m.gauges
 	for _, d := range []*prometheus.Desc{m.consumedDesc, g.running, g.ready, g.retryEnabled, g.brokers,
-		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.dependency, g.flood, g.floodTrips, g.transactions} {
+		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.healthyLag, g.dependency, g.flood, g.floodTrips, g.transactions} {
 		ch <- d
 	}
 }
@@ -231,9 +233,50 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			gauge(g.lag, float64(p.Lag), p.Topic, part)
 		}
 	}
+	for _, tl := range healthyLag(s) {
+		gauge(g.healthyLag, float64(tl.Lag), tl.Topic)
+	}
 	for name, state := range s.Dependencies {
 		gauge(g.dependency, 1, name, state)
 	}
+}
+
+// topicLag is the healthy lag of one topic (see healthyLag).
+type topicLag struct {
+	Topic string
+	Lag   int64
+}
+
+// healthyLag returns, for each source topic with assigned partitions, in
+// the order of s.Partitions, the records waiting to be handled: the sum of
+// the lag of its partitions that are not stuck. A stuck partition's lag
+// waits on one record, however many consumers there are, and a retry
+// tier's records wait for their delay, so neither would go faster with
+// more replicas: they are left out (their lag stays in
+// antidote_partition_lag). An unknown or negative lag counts 0. This is
+// the value of antidote_healthy_lag.
+func healthyLag(s consumer.Stats) []topicLag {
+	tiers := make(map[string]bool, len(s.RetryTopics))
+	for _, t := range s.RetryTopics {
+		tiers[t.Topic] = true
+	}
+	var out []topicLag
+	at := map[string]int{}
+	for _, p := range s.Partitions {
+		if tiers[p.Topic] {
+			continue
+		}
+		i, seen := at[p.Topic]
+		if !seen {
+			i = len(out)
+			at[p.Topic] = i
+			out = append(out, topicLag{Topic: p.Topic})
+		}
+		if p.State != consumer.PartitionStuck && p.Lag > 0 {
+			out[i].Lag += p.Lag
+		}
+	}
+	return out
 }
 
 func bit(b bool) float64 {

@@ -103,6 +103,9 @@ antidote_partition_paused{partition="3",reason="stuck",topic="orders"} 1
 # HELP antidote_partition_lag Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.
 # TYPE antidote_partition_lag gauge
 antidote_partition_lag{partition="3",topic="orders"} 23
+# HELP antidote_healthy_lag Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.
+# TYPE antidote_healthy_lag gauge
+antidote_healthy_lag{topic="orders"} 0
 # HELP antidote_dependency_state 1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).
 # TYPE antidote_dependency_state gauge
 antidote_dependency_state{dependency="registry",state="open"} 1
@@ -119,7 +122,7 @@ antidote_transactions_total{result="committed"} 12
 `
 	names := []string{"antidote_records_total", "antidote_retries_total", "antidote_dead_letter_writes_total", "antidote_records_consumed_total",
 		"antidote_running", "antidote_ready", "antidote_retry_enabled", "antidote_brokers_reachable", "antidote_buffered_records", "antidote_buffered_bytes",
-		"antidote_partition_stuck", "antidote_partition_stuck_seconds", "antidote_partition_paused", "antidote_partition_lag", "antidote_dependency_state",
+		"antidote_partition_stuck", "antidote_partition_stuck_seconds", "antidote_partition_paused", "antidote_partition_lag", "antidote_healthy_lag", "antidote_dependency_state",
 		"antidote_flood_guard_tripped", "antidote_flood_guard_trips_total", "antidote_transactions_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
@@ -147,5 +150,47 @@ antidote_transactions_total{result="committed"} 12
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+// TestHealthyLag: antidote_healthy_lag sums, per source topic, the lag of
+// the partitions that are not stuck; a stuck partition's lag, a retry
+// tier's and an unknown lag are not in it.
+func TestHealthyLag(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Watch(fixedStats{
+		Partitions: []consumer.Partition{
+			{Topic: "orders", Partition: 0, State: consumer.PartitionFlowing, Lag: 100},
+			{Topic: "orders", Partition: 1, State: consumer.PartitionPaused, Paused: consumer.PauseFull, Lag: 20},
+			{Topic: "orders", Partition: 2, State: consumer.PartitionStuck, Paused: consumer.PauseStuck, Lag: 5000},
+			{Topic: "orders", Partition: 3, State: consumer.PartitionFlowing, Lag: -1},
+			{Topic: "orders.retry.5s", Partition: 0, State: consumer.PartitionFlowing, Lag: 700},
+			{Topic: "orders.retry.1m", Partition: 0, State: consumer.PartitionStuck, Lag: 80},
+			{Topic: "payments", Partition: 0, State: consumer.PartitionStuck, Lag: 9},
+			{Topic: "payments", Partition: 1, State: consumer.PartitionFlowing, Lag: 3},
+			{Topic: "refunds", Partition: 0, State: consumer.PartitionStuck, Lag: 40},
+		},
+		RetryTopics: []consumer.DeadLetterTopic{
+			{Topic: "orders.retry.5s", Source: "orders", Ready: true},
+			{Topic: "orders.retry.1m", Source: "orders", Ready: true},
+		},
+	})
+	want := `
+# HELP antidote_healthy_lag Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.
+# TYPE antidote_healthy_lag gauge
+antidote_healthy_lag{topic="orders"} 120
+antidote_healthy_lag{topic="payments"} 3
+antidote_healthy_lag{topic="refunds"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "antidote_healthy_lag"); err != nil {
+		t.Fatal(err)
+	}
+	// The per-partition lag still shows every partition, stuck and tier ones included.
+	if n, err := testutil.GatherAndCount(reg, "antidote_partition_lag"); err != nil || n != 8 {
+		t.Fatalf("antidote_partition_lag: %d series (%v); want 8", n, err)
 	}
 }
