@@ -466,42 +466,69 @@ func (r *redriver) record(rec *kgo.Record) error {
 	return nil
 }
 
-// decide redrives (produces), refuses or skips rec.
-func (r *redriver) decide(rec *kgo.Record) error {
-	r.res.Scanned++
+// NotSelected is the reason [RedriveConfig.Decide] gives for a letter
+// its filter does not select: a redrive skips it.
+const NotSelected = "not selected by the filter"
+
+// Decide says what a redrive of c does with the dead letter rec, without
+// producing anything: it redrives it to target (why is empty), skips it
+// (why is [NotSelected]) or refuses it (why is the refusal a redrive
+// reports). c.Filter is applied as it is: resolve its relative bounds
+// first ([Filter.At]). c.Letters is not consulted.
+func (c *RedriveConfig) Decide(rec *kgo.Record) (target, why string) {
+	_, target, why = c.judge(rec)
+	return target, why
+}
+
+func (c *RedriveConfig) judge(rec *kgo.Record) (l *Letter, target, why string) {
 	l, err := ParseRecord(rec)
-	if !r.cfg.Filter.Selects(l) || (r.only != nil && !r.only[Position{rec.Partition, rec.Offset}]) {
-		r.res.Skipped++
-		return nil
+	if !c.Filter.Selects(l) {
+		return l, "", NotSelected
+	}
+	maxRedrives := c.MaxRedrives
+	if maxRedrives == 0 {
+		maxRedrives = DefaultMaxRedrives
 	}
 	switch {
 	case errors.Is(err, ErrUnknownDialect):
-		r.refuse(rec, "not a dead letter: no known failure headers")
-		return nil
+		return l, "", "not a dead letter: no known failure headers"
 	case err != nil:
 		// Malformed headers: refuse rather than guess.
-		r.refuse(rec, strings.ReplaceAll(err.Error(), "deadletter: ", ""))
-		return nil
+		return l, "", strings.ReplaceAll(err.Error(), "deadletter: ", "")
 	case l.Dialect == DialectShareGroup && rec.Key == nil && rec.Value == nil:
-		r.refuse(rec, "no copy of the record (share group without errors.deadletterqueue.copy.record.enable)")
-		return nil
+		return l, "", "no copy of the record (share group without errors.deadletterqueue.copy.record.enable)"
 	}
-	target := r.cfg.To
+	target = c.To
 	if target == "" {
 		target = l.OriginalTopic
 	}
 	switch {
 	case target == "":
-		r.refuse(rec, "original topic unknown (use a target topic)")
-		return nil
-	case target == r.cfg.Topic:
-		r.refuse(rec, "original topic is the dead-letter topic itself")
-		return nil
+		return l, "", "original topic unknown (use a target topic)"
+	case target == c.Topic:
+		return l, "", "original topic is the dead-letter topic itself"
 	case !legalTopic.MatchString(target) || target == "." || target == "..":
-		r.refuse(rec, fmt.Sprintf("original topic %q is not a legal topic name", Truncate(target, 64)))
+		return l, "", fmt.Sprintf("original topic %q is not a legal topic name", Truncate(target, 64))
+	case maxRedrives >= 0 && l.Redrives >= maxRedrives:
+		return l, "", fmt.Sprintf("redriven %d times already (max %d)", l.Redrives, maxRedrives)
+	}
+	return l, target, ""
+}
+
+// decide redrives (produces), refuses or skips rec.
+func (r *redriver) decide(rec *kgo.Record) error {
+	r.res.Scanned++
+	l, target, why := r.cfg.judge(rec)
+	if r.only != nil && !r.only[Position{rec.Partition, rec.Offset}] {
+		why = NotSelected
+	}
+	switch why {
+	case "":
+	case NotSelected:
+		r.res.Skipped++
 		return nil
-	case r.cfg.MaxRedrives >= 0 && l.Redrives >= r.cfg.MaxRedrives:
-		r.refuse(rec, fmt.Sprintf("redriven %d times already (max %d)", l.Redrives, r.cfg.MaxRedrives))
+	default:
+		r.refuse(rec, why)
 		return nil
 	}
 	if err := r.wait(r.ctx); err != nil {
