@@ -70,6 +70,11 @@ type RedriveConfig struct {
 	// redriven this many times. Optional; default [DefaultMaxRedrives];
 	// negative: no limit.
 	MaxRedrives int
+	// Partitioning chooses the partition of each redriven record.
+	// Optional; default [PartitionOriginal]: the letter's original
+	// partition when the target topic has it, else by key. It needs a
+	// client made with [ScanOpts].
+	Partitioning Partitioning
 	// DryRun reads and decides, but neither produces nor commits.
 	DryRun bool
 	// ExactlyOnce produces each batch of records and commits its
@@ -174,6 +179,9 @@ func (c *RedriveConfig) Validate() error {
 	case c.BatchRecords < 0:
 		return fmt.Errorf("deadletter: redrive: BatchRecords %d is negative", c.BatchRecords)
 	}
+	if err := c.Partitioning.validate(); err != nil {
+		return fmt.Errorf("deadletter: redrive: %w", err)
+	}
 	for _, p := range c.Letters {
 		if p.Partition < 0 || p.Offset < 0 {
 			return fmt.Errorf("deadletter: redrive: letter %d:%d is not a position", p.Partition, p.Offset)
@@ -274,6 +282,9 @@ func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveRes
 	starts, ends, err := Bounds(ctx, cl, cfg.Topic)
 	if err != nil {
 		return res, err
+	}
+	if cfg.Partitioning != PartitionMurmur2 && !cfg.DryRun && !keepsPartitions(cl) {
+		return res, errors.New("deadletter: redrive: the client cannot keep a letter's original partition: make it with deadletter.ScanOpts() (or set Partitioning to murmur2)")
 	}
 	committed, err := fetchProgress(ctx, cl, cfg.Group, cfg.Topic)
 	if err != nil {
@@ -560,12 +571,16 @@ func (r *redriver) decide(rec *kgo.Record) error {
 		r.inTxn = true
 	}
 	out := &kgo.Record{Topic: target, Key: rec.Key, Value: rec.Value, Headers: redriveHeaders(l, rec)}
+	// The produce is not cut short by ctx: once sent, its outcome is
+	// waited for and committed.
+	pctx := context.WithoutCancel(r.ctx)
+	if r.cfg.Partitioning != PartitionMurmur2 && l.OriginalPartition >= 0 {
+		out.Partition, out.Context = l.OriginalPartition, keepIn(pctx)
+	}
 	partition, offset := rec.Partition, rec.Offset
 	r.pending = append(r.pending, pendingRedrive{target: target})
 	r.produced.Add(1)
-	// The produce is not cut short by ctx: once sent, its outcome is
-	// waited for and committed.
-	r.cl.Produce(context.WithoutCancel(r.ctx), out, func(_ *kgo.Record, err error) {
+	r.cl.Produce(pctx, out, func(_ *kgo.Record, err error) {
 		defer r.produced.Done()
 		if err == nil {
 			return

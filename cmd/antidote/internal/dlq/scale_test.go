@@ -388,3 +388,48 @@ func TestIntegrationDLQPurgeRedriven(t *testing.T) {
 		t.Errorf("second purge: exit %d\n%s", code, out)
 	}
 }
+
+// TestIntegrationDLQRedrivePartition: dlq redrive puts records back in
+// their original partition; --partitioner murmur2 by key; a typo is a
+// usage error.
+func TestIntegrationDLQRedrivePartition(t *testing.T) {
+	t.Setenv(cli.EnvBrokers, "")
+	c := kafkatest.New(t)
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dlq, src := c.Topic(t, "orders.dlq", 1), c.Topic(t, "orders", 3)
+	byKey := kgo.StickyKeyPartitioner(nil).ForTopic(src)
+	var rs []*kgo.Record
+	for i := 0; len(rs) < 3; i++ {
+		k := fmt.Sprint("k", i)
+		if byKey.Partition(&kgo.Record{Key: []byte(k)}, 3) != 2 {
+			rs = append(rs, &kgo.Record{Topic: dlq, Key: []byte(k), Value: []byte("v"), Headers: clitest.AntidoteHeaders(nil, src, 2, int64(i))})
+		}
+	}
+	kafkatest.Produce(t, cl, rs...)
+	b := strings.Join(c.Brokers(), ",")
+	code, _, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b, "--partitioner", "crc32")
+	clitest.CheckOneLineError(t, code, cli.ExitUsage, errOut, `--partitioner "crc32": want original or murmur2`)
+	if code, out, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b); code != 0 {
+		t.Fatalf("redrive: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b, "--partitioner", "murmur2", "--group", "by-key"); code != 0 {
+		t.Fatalf("redrive --partitioner murmur2: exit %d\n%s%s", code, out, errOut)
+	}
+	rc := c.Client(t, deadletter.ScanOpts()...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := map[int32]int{}
+	if err := deadletter.Scan(ctx, rc, deadletter.ScanConfig{Topic: src}, func(r *kgo.Record) error {
+		if r.Partition == 2 {
+			in[2]++
+		} else if r.Partition == int32(byKey.Partition(r, 3)) {
+			in[-1]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if in[2] != 3 || in[-1] != 3 {
+		t.Errorf("%d records in their original partition 2 (want 3), %d where murmur2 puts them (want 3)", in[2], in[-1])
+	}
+}
