@@ -48,7 +48,7 @@ Filters (ls, stats, redrive): --original-topic, --stage, --class, --reason
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return cli.Usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+				return cli.UnknownCommand(cmd, args[0])
 			}
 			return cmd.Help()
 		},
@@ -66,7 +66,7 @@ type dlqFlags struct {
 
 // Values of the enum filter flags, for help and completion.
 var (
-	dlqStages  = []string{"deserialize-key", "deserialize-value", "process", "KEY_CONVERTER", "VALUE_CONVERTER", "HEADER_CONVERTER", "TRANSFORMATION", "TASK_PUT", "TASK_POLL"}
+	dlqStages  = []string{"deserialize-key", "deserialize-value", "process", "KEY_CONVERTER", "VALUE_CONVERTER", "HEADER_CONVERTER", "TRANSFORMATION", "TASK_PUT", "TASK_POLL", "KAFKA_PRODUCE", "KAFKA_CONSUME"}
 	dlqClasses = []string{"permanent", "transient", "unclassified"}
 )
 
@@ -107,6 +107,12 @@ func (f *dlqFlags) resolveTopic(cmd *cobra.Command) error {
 // stays relative (MaxAge, MinAge), so that a redrive's group does not
 // change from run to run; the readers resolve it with At.
 func (f *dlqFlags) filter(now time.Time) (deadletter.Filter, error) {
+	if err := cli.CheckEnum("stage", f.stage, dlqStages); err != nil {
+		return deadletter.Filter{}, err
+	}
+	if err := cli.CheckEnum("class", f.class, dlqClasses); err != nil {
+		return deadletter.Filter{}, err
+	}
 	flt := deadletter.Filter{OriginalTopic: f.originalTopic, Stage: f.stage, Class: f.class, Reason: f.reason}
 	var err error
 	if flt.Since, flt.MaxAge, err = parseWhen("since", f.since); err != nil {

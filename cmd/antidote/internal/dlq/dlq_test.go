@@ -400,10 +400,21 @@ func TestIntegrationDLQErrors(t *testing.T) {
 		{[]string{"dlq", "redrive", "--topic", "t", "--to", "t"}, cli.ExitUsage, "dead-letter topic itself"},
 		{[]string{"dlq", "redrive", "--topic", "t", "--rate", "-1"}, cli.ExitUsage, "--rate"},
 		{[]string{"dlq", "nope"}, cli.ExitUsage, "unknown command"},
+		// Typos are refused, with what was meant.
+		{[]string{"dlq", "sho"}, cli.ExitUsage, `unknown command "sho" for "antidote dlq" (did you mean show?)`},
+		{[]string{"dlq", "ls", "--topic", "t", "--class", "perm"}, cli.ExitUsage, `--class "perm": want one of permanent, transient, unclassified (did you mean permanent?)`},
+		{[]string{"dlq", "stats", "--topic", "t", "--stage", "proces"}, cli.ExitUsage, `--stage "proces": want one of deserialize-key, deserialize-value, process,`},
+		{[]string{"dlq", "redrive", "--topic", "t", "--class", "Transient-ish"}, cli.ExitUsage, `--class "Transient-ish"`},
+		{[]string{"dlq", "ls", "--topic", "t", "--limit", "abc"}, cli.ExitUsage, `--limit "abc": want a whole number`},
+		{[]string{"dlq", "ls", "--topic", "t", "--partition", "one"}, cli.ExitUsage, `--partition "one": want whole numbers`},
+		{[]string{"dlq", "redrive", "--topic", "t", "--rate", "fast"}, cli.ExitUsage, `--rate "fast": want a number`},
 	} {
 		start := time.Now()
 		code, _, errOut := runCmd(t, tc.args...)
 		clitest.CheckOneLineError(t, code, tc.code, errOut, tc.contains)
+		if strings.Contains(errOut, "strconv.") {
+			t.Errorf("%v: the parser's own error: %s", tc.args, errOut)
+		}
 		if d := time.Since(start); d > 15*time.Second {
 			t.Errorf("%v took %v", tc.args, d)
 		}
