@@ -14,8 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/internal/httpguard"
 )
 
 // Consumer is what the admin API needs of a consumer. *consumer.Consumer
@@ -85,6 +87,7 @@ type Handler struct {
 	remote    bool
 	log       *slog.Logger
 	mux       *http.ServeMux
+	throttle  *httpguard.Throttle // of wrong tokens
 }
 
 // New validates cfg and returns the handler. Errors wrap [ErrConfig].
@@ -99,6 +102,7 @@ func New(cfg Config) (*Handler, error) {
 		openReads: cfg.OpenReads,
 		remote:    cfg.AllowRemote,
 		log:       cfg.Logger,
+		throttle:  httpguard.NewThrottle(httpguard.DefaultBurst, httpguard.DefaultEvery, nil),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -191,6 +195,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal error")
 		}
 	}()
+	if httpguard.ForeignHost(r) {
+		// DNS rebinding: a page of another site that reaches this
+		// loopback listener by a name of its own.
+		h.log.Warn("admin: request refused: foreign Host on a loopback listener", "host", truncate(r.Host, 100), "path", r.URL.Path, "remote", r.RemoteAddr)
+		httpguard.Misdirected(w)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	h.mux.ServeHTTP(w, r)
@@ -217,11 +228,32 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusUnauthorized, msg)
 }
 
+// allowed checks the request's token, or answers it. Wrong tokens are
+// throttled: after a burst of them, every request with a token is
+// answered 429 until tries come back (httpguard.Throttle).
+func (h *Handler) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Authorization") == "" {
+		h.refuse(w, r)
+		return false
+	}
+	if ok, wait := h.throttle.Take(); !ok {
+		h.log.Warn("admin: request refused: too many wrong tokens", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		httpguard.RetryAfter(w, wait)
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many wrong tokens: try again in %s", wait.Round(time.Second)))
+		return false
+	}
+	if !h.authorized(r) {
+		h.refuse(w, r)
+		return false
+	}
+	h.throttle.Give()
+	return true
+}
+
 // read guards a GET of /stats or /metrics.
 func (h *Handler) read(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.openReads && !h.authorized(r) {
-			h.refuse(w, r)
+		if !h.openReads && !h.allowed(w, r) {
 			return
 		}
 		next(w, r)
@@ -231,8 +263,7 @@ func (h *Handler) read(next http.HandlerFunc) http.HandlerFunc {
 // write guards a POST.
 func (h *Handler) write(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.authorized(r) {
-			h.refuse(w, r)
+		if !h.allowed(w, r) {
 			return
 		}
 		next(w, r)

@@ -308,3 +308,50 @@ func FuzzHandler(f *testing.F) {
 		}
 	})
 }
+
+// TestForeignHost: on a loopback listener, a request whose Host is another
+// site's name (DNS rebinding) is answered 421, even /healthz.
+func TestForeignHost(t *testing.T) {
+	h, _ := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"a": &fake{ready: true}}, Token: "tok", OpenReads: true, Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for host, want := range map[string]int{
+		"": 200, "localhost": 200, "evil.example": http.StatusMisdirectedRequest, "evil.example:80": http.StatusMisdirectedRequest,
+	} {
+		for _, path := range []string{"/healthz", "/readyz", "/stats"} {
+			req, _ := http.NewRequest("GET", srv.URL+path, nil)
+			if host != "" {
+				req.Host = host
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want && !(want == 200 && resp.StatusCode == 503) {
+				t.Errorf("GET %s with Host %q: %d, want %d", path, host, resp.StatusCode, want)
+			}
+		}
+	}
+}
+
+// TestWrongTokensThrottled: after a burst of wrong tokens, a request with
+// a token is answered 429 with Retry-After, the right token too.
+func TestWrongTokensThrottled(t *testing.T) {
+	h, _ := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"a": &fake{}}, Token: "tok", Logger: slog.New(slog.DiscardHandler)})
+	for i := range 10 {
+		if code, _, _ := do(t, h, "POST", "/retry?enabled=on", fmt.Sprint("guess-", i)); code != 401 {
+			t.Fatalf("wrong token %d: %d, want 401", i, code)
+		}
+	}
+	for _, tok := range []string{"guess-10", "tok"} {
+		code, body, hdr := do(t, h, "POST", "/retry?enabled=on", tok)
+		if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+			t.Errorf("after 10 wrong tokens, token %q: %d %v (Retry-After %q), want 429", tok, code, body, hdr.Get("Retry-After"))
+		}
+	}
+	// Without a token: 401 as before, and no try taken.
+	if code, _, _ := do(t, h, "POST", "/retry?enabled=on", ""); code != 401 {
+		t.Errorf("without a token: %d, want 401", code)
+	}
+}
