@@ -49,9 +49,10 @@ type Config struct {
 	// Token is the bearer token every POST (and, unless OpenReads, every
 	// GET of /stats and /metrics) must carry in "Authorization: Bearer
 	// <token>". Optional. Default: the environment variable
-	// ANTIDOTE_ADMIN_TOKEN; if that is empty too, a random token is
-	// generated and logged once, at Warn level, by [New] (see
-	// [Handler.Token]).
+	// ANTIDOTE_ADMIN_TOKEN; if that is empty too, the token of Console
+	// when it has one (a console.Handler: one token for the API and its
+	// console's login); else a random token is generated and logged once,
+	// at Warn level, by [New] (see [Handler.Token]).
 	Token string
 	// Metrics, if set, is served at GET /metrics (for example
 	// promhttp.HandlerFor of the registry that package metrics/prom
@@ -122,6 +123,10 @@ func New(cfg Config) (*Handler, error) {
 	if tok == "" {
 		tok = strings.TrimSpace(os.Getenv(EnvToken))
 	}
+	con, _ := cfg.Console.(interface{ Token() string })
+	if tok == "" && con != nil {
+		tok = con.Token()
+	}
 	if tok == "" {
 		var b [24]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -135,6 +140,9 @@ func New(cfg Config) (*Handler, error) {
 	h.token, h.tokenSum = tok, sha256.Sum256([]byte(tok))
 	if generated {
 		h.log.Warn("admin: no token configured; generated one for this process (set "+EnvToken+" to choose it)", "token", tok)
+	}
+	if con != nil && con.Token() != tok {
+		h.log.Warn("admin: the console under /ui/ has a token of its own: its login refuses the admin API's token (give both the same Token, or leave the admin API's empty to take the console's)")
 	}
 	h.routes()
 	return h, nil
@@ -223,7 +231,8 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "" {
 		msg = "wrong bearer token"
 	}
-	h.log.Warn("admin: request refused: "+msg, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	msg += ": send Authorization: Bearer TOKEN, the token the admin API was started with (Config.Token or " + EnvToken + ") or logged at start"
+	h.log.Warn("admin: request refused: "+strings.SplitN(msg, ":", 2)[0], "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="antidote-admin"`)
 	writeError(w, http.StatusUnauthorized, msg)
 }

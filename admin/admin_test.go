@@ -8,11 +8,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/antidote-kafka/antidote/admin"
+	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/consumer"
 )
 
@@ -207,7 +211,7 @@ func TestRoutes(t *testing.T) {
 	}{
 		{h, "GET", "/healthz", "", 200, "", ""},
 		{h, "HEAD", "/readyz", "", 200, "", ""},
-		{h, "GET", "/stats", "", 401, "", "missing bearer token"},
+		{h, "GET", "/stats", "", 401, "", "missing bearer token: send Authorization: Bearer TOKEN, the token the admin API was started with (Config.Token or ANTIDOTE_ADMIN_TOKEN)"},
 		{h, "GET", "/metrics", "", 401, "", "missing bearer token"},
 		{h, "GET", "/metrics", "tok", 200, "", ""},
 		{open, "GET", "/stats", "", 200, "", ""},
@@ -353,5 +357,33 @@ func TestWrongTokensThrottled(t *testing.T) {
 	// Without a token: 401 as before, and no try taken.
 	if code, _, _ := do(t, h, "POST", "/retry?enabled=on", ""); code != 401 {
 		t.Errorf("without a token: %d, want 401", code)
+	}
+}
+
+// TestConsoleToken: with no token of its own, the admin API takes its
+// console's, so that one token logs in at /ui/ and acts on the API.
+func TestConsoleToken(t *testing.T) {
+	t.Setenv(admin.EnvToken, "")
+	con, err := console.New(console.Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Prefix: "/ui/", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	h, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"a": &fake{}}, Console: con, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Token() != con.Token() || h.Token() == "" {
+		t.Fatalf("admin token %q, console token %q: want one token", h.Token(), con.Token())
+	}
+	if code, body, _ := do(t, h, "POST", "/retry?enabled=off", con.Token()); code != 200 {
+		t.Errorf("POST with the console's token: %d %v", code, body)
+	}
+	req := httptest.NewRequest("POST", "/ui/login", strings.NewReader(url.Values{"token": {h.Token()}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusSeeOther {
+		t.Errorf("console login with the admin API's token: %d, want 303", rec.Code)
 	}
 }

@@ -253,6 +253,15 @@ func (c *ctlClient) do(ctx context.Context, method, path string, q url.Values, o
 		if len(msg) > 300 {
 			msg = msg[:300] + "..."
 		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			// The server's hint is for HTTP clients; say where ctl
+			// takes the token from.
+			head, _, _ := strings.Cut(msg, ":")
+			if c.token == "" {
+				head = "no token given"
+			}
+			msg = head + ": pass --token or set " + admin.EnvToken + " to the admin API's token (the one it was started with, or the one it printed or logged at start)"
+		}
 		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, terminalSafe(msg))
 	}
 	if err := json.Unmarshal(body, out); err != nil {
