@@ -213,6 +213,29 @@ type runtime struct {
 	consumers map[string]*consumer.Consumer[[]byte, []byte]
 	order     []string
 	sinks     []sink
+	admin     string // the admin API's address, "" without one; set before the consumers run
+}
+
+// floodHint adds to the consumer's hooks a log line that says how an
+// operator of antidote run lets a consumer held by its flood guard go on.
+type floodHint struct {
+	consumer.Hooks
+	log  *slog.Logger
+	what func() string
+}
+
+func (h floodHint) FloodGuardTripped(f consumer.Flood) {
+	h.Hooks.FloodGuardTripped(f)
+	h.log.Error("flood guard tripped: fetching is paused; "+h.what(),
+		"topic", f.Topic, "partition", f.Partition, "offset", f.Offset, "dead_letters", f.DeadLetters, "window", f.Window)
+}
+
+// resumeHint says how to let pipeline go on after its flood guard tripped.
+func (rt *runtime) resumeHint(pipeline string) string {
+	if rt.admin == "" {
+		return "add an admin: section to the file to let it go on with antidote ctl flood resume, or restart"
+	}
+	return fmt.Sprintf("once the cause is fixed, let it go on: antidote ctl --admin http://%s --consumer %s flood resume", rt.admin, pipeline)
 }
 
 // sink is where a pipeline hands its records.
@@ -324,6 +347,9 @@ func (p *runPlan) run(cmd *cobra.Command, o runOptions) error {
 // build makes every pipeline's consumer and sink. Nothing runs yet.
 func (p *runPlan) build(rc *runConn, log *slog.Logger) (_ *runtime, err error) {
 	rt := &runtime{conn: rc, log: log, reg: prometheus.NewRegistry(), consumers: map[string]*consumer.Consumer[[]byte, []byte]{}}
+	if a := p.cfg.Admin; a != nil {
+		rt.admin = a.Address
+	}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -406,7 +432,7 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		FloodGuard:      pp.flood,
 		RetryTopics:     pp.retry,
 		Concurrency:     pp.conc,
-		Hooks:           m,
+		Hooks:           floodHint{Hooks: m, log: log.With("pipeline", pp.cfg.Name), what: func() string { return rt.resumeHint(pp.cfg.Name) }},
 	}
 	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema") {
 		br := rt.registry.Breaker()
@@ -463,6 +489,7 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 	if err != nil {
 		return nil, fmt.Errorf("admin.address %s: %w", a.Address, err)
 	}
+	rt.admin = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
