@@ -107,3 +107,23 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version: exit %d, %q", code, out)
 	}
 }
+
+// TestHelpSecurityFlags: the TLS and SASL flags are listed by the root's
+// help; a subcommand's help names them in one line.
+func TestHelpSecurityFlags(t *testing.T) {
+	_, root, _ := runCmd(t, "--help")
+	for _, f := range []string{"--tls-ca", "--sasl-mechanism", "--sasl-token-file"} {
+		if !strings.Contains(root, f) {
+			t.Errorf("antidote --help lacks %s", f)
+		}
+	}
+	for _, args := range [][]string{{"demo", "--help"}, {"dlq", "ls", "--help"}, {"ctl", "status", "--help"}} {
+		_, out, _ := runCmd(t, args...)
+		if strings.Contains(out, "--tls-ca") || strings.Contains(out, "--sasl-username") {
+			t.Errorf("%v lists the TLS and SASL flags again", args)
+		}
+		if !strings.Contains(out, "--tls*, --sasl-*") || !strings.Contains(out, "--brokers") {
+			t.Errorf("%v: no line for TLS and SASL, or no --brokers:\n%s", args, out)
+		}
+	}
+}

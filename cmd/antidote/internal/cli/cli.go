@@ -124,6 +124,9 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.Duration("timeout", 30*time.Second, "bound for connecting to the cluster and metadata calls")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
 	addConnFlags(root)
+	cobra.AddTemplateFunc("globalFlagUsages", globalFlagUsages)
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(),
+		"{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}", "{{globalFlagUsages . | trimTrailingWhitespaces}}", 1))
 	return root
 }
 
