@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -178,7 +179,7 @@ func (p *runPlan) check(cmd *cobra.Command) error {
 		fmt.Fprintf(w, "  registry    %s%s\n", redactURLs(r.URL), auth)
 	}
 	if a := p.cfg.Admin; a != nil {
-		tok := "a random token, logged at start"
+		tok := "a random token, in a file named at start"
 		switch {
 		case a.Token != "":
 			tok = "the file's token"
@@ -464,7 +465,13 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 			return nil, err
 		}
 		tok = hex.EncodeToString(b[:])
-		log.Warn("admin API and console: no token set; this one is valid until the process stops", "token", tok)
+		// Not in the log, which is often shipped elsewhere: in a file
+		// that only this user can read.
+		file, err := writeTokenFile(tok)
+		if err != nil {
+			return nil, fmt.Errorf("admin: no token set, and the generated one could not be kept: %w (set admin.token or %s)", err, admin.EnvToken)
+		}
+		log.Warn("admin API and console: no token set; generated one for this process, in a file only this user can read (set admin.token or "+admin.EnvToken+" to choose it)", "token_file", file)
 	}
 	con, err := console.New(console.Config{
 		ClientOpts: append([]kgo.Opt{kgo.SeedBrokers(rt.conn.brokers...)}, rt.conn.opts...),
@@ -514,4 +521,18 @@ func (rt *runtime) close() {
 	for _, s := range rt.sinks {
 		s.close()
 	}
+}
+
+// writeTokenFile writes a generated token to a new file of a new folder
+// that only this user can read, and returns its path.
+func writeTokenFile(tok string) (string, error) {
+	dir, err := os.MkdirTemp("", "antidote-admin-")
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return file, nil
 }
