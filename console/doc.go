@@ -25,7 +25,8 @@
 //     X-Forwarded-Proto: https). A session ends at logout (its cookie,
 //     wherever a copy is kept, no longer works), after [Config.SessionIdle]
 //     without a request, and [Config.SessionMax] after its login. Scripts
-//     may send "Authorization: Bearer <token>" instead.
+//     may send "Authorization: Bearer <token>" instead (such a request
+//     needs no CSRF token: a browser never adds the header by itself).
 //   - After ten wrong tokens, logins are answered 429 until tries come
 //     back, one every five seconds.
 //   - After the login, the browser goes back only to a path of the console
