@@ -14,8 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/internal/httpguard"
 )
 
 // Consumer is what the admin API needs of a consumer. *consumer.Consumer
@@ -47,9 +49,10 @@ type Config struct {
 	// Token is the bearer token every POST (and, unless OpenReads, every
 	// GET of /stats and /metrics) must carry in "Authorization: Bearer
 	// <token>". Optional. Default: the environment variable
-	// ANTIDOTE_ADMIN_TOKEN; if that is empty too, a random token is
-	// generated and logged once, at Warn level, by [New] (see
-	// [Handler.Token]).
+	// ANTIDOTE_ADMIN_TOKEN; if that is empty too, the token of Console
+	// when it has one (a console.Handler: one token for the API and its
+	// console's login); else a random token is generated and logged once,
+	// at Warn level, by [New] (see [Handler.Token]).
 	Token string
 	// Metrics, if set, is served at GET /metrics (for example
 	// promhttp.HandlerFor of the registry that package metrics/prom
@@ -85,6 +88,7 @@ type Handler struct {
 	remote    bool
 	log       *slog.Logger
 	mux       *http.ServeMux
+	throttle  *httpguard.Throttle // of wrong tokens
 }
 
 // New validates cfg and returns the handler. Errors wrap [ErrConfig].
@@ -99,6 +103,7 @@ func New(cfg Config) (*Handler, error) {
 		openReads: cfg.OpenReads,
 		remote:    cfg.AllowRemote,
 		log:       cfg.Logger,
+		throttle:  httpguard.NewThrottle(httpguard.DefaultBurst, httpguard.DefaultEvery, nil),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -118,6 +123,10 @@ func New(cfg Config) (*Handler, error) {
 	if tok == "" {
 		tok = strings.TrimSpace(os.Getenv(EnvToken))
 	}
+	con, _ := cfg.Console.(interface{ Token() string })
+	if tok == "" && con != nil {
+		tok = con.Token()
+	}
 	if tok == "" {
 		var b [24]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -131,6 +140,9 @@ func New(cfg Config) (*Handler, error) {
 	h.token, h.tokenSum = tok, sha256.Sum256([]byte(tok))
 	if generated {
 		h.log.Warn("admin: no token configured; generated one for this process (set "+EnvToken+" to choose it)", "token", tok)
+	}
+	if con != nil && con.Token() != tok {
+		h.log.Warn("admin: the console under /ui/ has a token of its own: its login refuses the admin API's token (give both the same Token, or leave the admin API's empty to take the console's)")
 	}
 	h.routes()
 	return h, nil
@@ -191,6 +203,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal error")
 		}
 	}()
+	if httpguard.ForeignHost(r) {
+		// DNS rebinding: a page of another site that reaches this
+		// loopback listener by a name of its own.
+		h.log.Warn("admin: request refused: foreign Host on a loopback listener", "host", truncate(r.Host, 100), "path", r.URL.Path, "remote", r.RemoteAddr)
+		httpguard.Misdirected(w)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	h.mux.ServeHTTP(w, r)
@@ -212,16 +231,38 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "" {
 		msg = "wrong bearer token"
 	}
-	h.log.Warn("admin: request refused: "+msg, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	msg += ": send Authorization: Bearer TOKEN, the token the admin API was started with (Config.Token or " + EnvToken + ") or logged at start"
+	h.log.Warn("admin: request refused: "+strings.SplitN(msg, ":", 2)[0], "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="antidote-admin"`)
 	writeError(w, http.StatusUnauthorized, msg)
+}
+
+// allowed checks the request's token, or answers it. Wrong tokens are
+// throttled: after a burst of them, every request with a token is
+// answered 429 until tries come back (httpguard.Throttle).
+func (h *Handler) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Authorization") == "" {
+		h.refuse(w, r)
+		return false
+	}
+	if ok, wait := h.throttle.Take(); !ok {
+		h.log.Warn("admin: request refused: too many wrong tokens", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		httpguard.RetryAfter(w, wait)
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many wrong tokens: try again in %s", wait.Round(time.Second)))
+		return false
+	}
+	if !h.authorized(r) {
+		h.refuse(w, r)
+		return false
+	}
+	h.throttle.Give()
+	return true
 }
 
 // read guards a GET of /stats or /metrics.
 func (h *Handler) read(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.openReads && !h.authorized(r) {
-			h.refuse(w, r)
+		if !h.openReads && !h.allowed(w, r) {
 			return
 		}
 		next(w, r)
@@ -231,8 +272,7 @@ func (h *Handler) read(next http.HandlerFunc) http.HandlerFunc {
 // write guards a POST.
 func (h *Handler) write(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.authorized(r) {
-			h.refuse(w, r)
+		if !h.allowed(w, r) {
 			return
 		}
 		next(w, r)

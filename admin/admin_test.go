@@ -8,11 +8,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/antidote-kafka/antidote/admin"
+	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/consumer"
 )
 
@@ -207,7 +211,7 @@ func TestRoutes(t *testing.T) {
 	}{
 		{h, "GET", "/healthz", "", 200, "", ""},
 		{h, "HEAD", "/readyz", "", 200, "", ""},
-		{h, "GET", "/stats", "", 401, "", "missing bearer token"},
+		{h, "GET", "/stats", "", 401, "", "missing bearer token: send Authorization: Bearer TOKEN, the token the admin API was started with (Config.Token or ANTIDOTE_ADMIN_TOKEN)"},
 		{h, "GET", "/metrics", "", 401, "", "missing bearer token"},
 		{h, "GET", "/metrics", "tok", 200, "", ""},
 		{open, "GET", "/stats", "", 200, "", ""},
@@ -307,4 +311,79 @@ func FuzzHandler(f *testing.F) {
 			t.Fatalf("%s %q: %d with a body that is not JSON: %q", method, target, rec.Code, rec.Body)
 		}
 	})
+}
+
+// TestForeignHost: on a loopback listener, a request whose Host is another
+// site's name (DNS rebinding) is answered 421, even /healthz.
+func TestForeignHost(t *testing.T) {
+	h, _ := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"a": &fake{ready: true}}, Token: "tok", OpenReads: true, Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for host, want := range map[string]int{
+		"": 200, "localhost": 200, "evil.example": http.StatusMisdirectedRequest, "evil.example:80": http.StatusMisdirectedRequest,
+	} {
+		for _, path := range []string{"/healthz", "/readyz", "/stats"} {
+			req, _ := http.NewRequest("GET", srv.URL+path, nil)
+			if host != "" {
+				req.Host = host
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want && !(want == 200 && resp.StatusCode == 503) {
+				t.Errorf("GET %s with Host %q: %d, want %d", path, host, resp.StatusCode, want)
+			}
+		}
+	}
+}
+
+// TestWrongTokensThrottled: after a burst of wrong tokens, a request with
+// a token is answered 429 with Retry-After, the right token too.
+func TestWrongTokensThrottled(t *testing.T) {
+	h, _ := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"a": &fake{}}, Token: "tok", Logger: slog.New(slog.DiscardHandler)})
+	for i := range 10 {
+		if code, _, _ := do(t, h, "POST", "/retry?enabled=on", fmt.Sprint("guess-", i)); code != 401 {
+			t.Fatalf("wrong token %d: %d, want 401", i, code)
+		}
+	}
+	for _, tok := range []string{"guess-10", "tok"} {
+		code, body, hdr := do(t, h, "POST", "/retry?enabled=on", tok)
+		if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+			t.Errorf("after 10 wrong tokens, token %q: %d %v (Retry-After %q), want 429", tok, code, body, hdr.Get("Retry-After"))
+		}
+	}
+	// Without a token: 401 as before, and no try taken.
+	if code, _, _ := do(t, h, "POST", "/retry?enabled=on", ""); code != 401 {
+		t.Errorf("without a token: %d, want 401", code)
+	}
+}
+
+// TestConsoleToken: with no token of its own, the admin API takes its
+// console's, so that one token logs in at /ui/ and acts on the API.
+func TestConsoleToken(t *testing.T) {
+	t.Setenv(admin.EnvToken, "")
+	con, err := console.New(console.Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Prefix: "/ui/", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	h, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"a": &fake{}}, Console: con, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Token() != con.Token() || h.Token() == "" {
+		t.Fatalf("admin token %q, console token %q: want one token", h.Token(), con.Token())
+	}
+	if code, body, _ := do(t, h, "POST", "/retry?enabled=off", con.Token()); code != 200 {
+		t.Errorf("POST with the console's token: %d %v", code, body)
+	}
+	req := httptest.NewRequest("POST", "/ui/login", strings.NewReader(url.Values{"token": {h.Token()}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusSeeOther {
+		t.Errorf("console login with the admin API's token: %d, want 303", rec.Code)
+	}
 }

@@ -58,7 +58,7 @@ func Example() {
 	fmt.Println("retry enabled:", c.RetryEnabled())
 	// Output:
 	// GET /readyz: 503 {"ready":false,"error":"not ready: billing: not running","consumers":{"billing":"not running"}}
-	// POST /retry?enabled=off: 401 {"error":"missing bearer token"}
+	// POST /retry?enabled=off: 401 {"error":"missing bearer token: send Authorization: Bearer TOKEN, the token the admin API was started with (Config.Token or ANTIDOTE_ADMIN_TOKEN) or logged at start"}
 	// POST /retry?enabled=off: 200 {"consumer":"billing","retry_enabled":false}
 	// POST /partitions/orders/0/skip?offset=42: 404 {"error":"consumer: partition not assigned: orders/0"}
 	// retry enabled: false

@@ -121,7 +121,9 @@ func (s *topicStats) chart() *chart {
 	}
 	c.Bucket = s.width.String()
 	c.From = time.Unix(first*w, 0).UTC().Format(time.RFC3339)
-	c.To = time.Unix((last+1)*w, 0).UTC().Format(time.RFC3339)
+	// The right edge of the plot: n slots after the first, which is past
+	// the last bucket when there are fewer than 24.
+	c.To = time.Unix((first+int64(n))*w, 0).UTC().Format(time.RFC3339)
 	return c
 }
 

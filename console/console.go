@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/internal/httpguard"
 )
 
 // DecodeFunc decodes the key (key true) or the value of a record of the
@@ -85,6 +87,11 @@ type Config struct {
 	// ShowBytes is how much of a key or value the letter page shows
 	// before "show all". Optional; default [DefaultShowBytes].
 	ShowBytes int
+	// SessionIdle ends a browser's session after this long without a
+	// request, and SessionMax this long after its login, whatever its
+	// use. Optional; defaults [DefaultSessionIdle], [DefaultSessionMax].
+	SessionIdle time.Duration
+	SessionMax  time.Duration
 	// Logger receives a line for every action (redrive, kill switch,
 	// skip, pause) and every refused login, with the remote address.
 	// Optional; default slog.Default().
@@ -97,17 +104,16 @@ var assets embed.FS
 // Handler is the console's http.Handler. Create it with [New]; Close it
 // when done.
 type Handler struct {
-	cfg     Config
-	prefix  string
-	token   string
-	tokSum  [sha256.Size]byte
-	session string // the cookie value of a logged-in browser
-	csrf    string // the CSRF token of a logged-in browser
-	log     *slog.Logger
-	mux     *http.ServeMux
-	pages   map[string]*template.Template
-	static  http.Handler
-	names   []string // consumer names, sorted
+	cfg      Config
+	prefix   string
+	token    string
+	tokSum   [sha256.Size]byte
+	sessions *sessions
+	log      *slog.Logger
+	mux      *http.ServeMux
+	pages    map[string]*template.Template
+	static   http.Handler
+	names    []string // consumer names, sorted
 
 	readers chan *kgo.Client // idle readers
 	slots   chan struct{}    // one per reader that may exist
@@ -116,7 +122,8 @@ type Handler struct {
 	closed  bool
 	actions map[string]string // consumer -> what its last action did
 
-	jobs *jobs
+	jobs     *jobs
+	throttle *httpguard.Throttle // of wrong tokens
 }
 
 // cookieName is the session cookie.
@@ -145,12 +152,19 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.ShowBytes <= 0 {
 		cfg.ShowBytes = DefaultShowBytes
 	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionMax <= 0 {
+		cfg.SessionMax = DefaultSessionMax
+	}
 	for _, t := range cfg.Topics {
 		if !validTopic(t) {
 			return nil, fmt.Errorf("console: Config.Topics: %q is not a legal topic name", t)
 		}
 	}
-	h := &Handler{cfg: cfg, prefix: cfg.Prefix, log: cfg.Logger, jobs: newJobs()}
+	h := &Handler{cfg: cfg, prefix: cfg.Prefix, log: cfg.Logger, jobs: newJobs(),
+		throttle: httpguard.NewThrottle(httpguard.DefaultBurst, httpguard.DefaultEvery, nil)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -166,24 +180,19 @@ func New(cfg Config) (*Handler, error) {
 	if tok == "" {
 		tok = strings.TrimSpace(os.Getenv(admin.EnvToken))
 	}
-	var secret [32]byte
-	if _, err := rand.Read(secret[:]); err != nil {
-		return nil, fmt.Errorf("console: %w", err)
-	}
 	if tok == "" {
-		tok, generated = hex.EncodeToString(secret[:12]), true
-		if _, err := rand.Read(secret[:]); err != nil {
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
 			return nil, fmt.Errorf("console: %w", err)
 		}
+		tok, generated = hex.EncodeToString(b[:]), true
 	}
 	if strings.ContainsAny(tok, " \t\r\n") {
 		return nil, errors.New("console: Config.Token must not contain white space")
 	}
 	h.token, h.tokSum = tok, sha256.Sum256([]byte(tok))
-	// The session and CSRF values are derived from a secret of this
-	// process: a restart logs every browser out.
-	h.session = mac(secret[:], "session", tok)
-	h.csrf = mac(secret[:], "csrf", tok)
+	// Sessions live in this process: a restart logs every browser out.
+	h.sessions = newSessions(cfg.SessionIdle, cfg.SessionMax)
 	if generated {
 		h.log.Warn("console: no token configured; generated one for this process (set "+admin.EnvToken+" to choose it)", "token", tok)
 	}
@@ -198,15 +207,6 @@ func New(cfg Config) (*Handler, error) {
 	h.slots = make(chan struct{}, cfg.MaxReaders)
 	h.routes()
 	return h, nil
-}
-
-func mac(key []byte, parts ...string) string {
-	m := hmac.New(sha256.New, key)
-	for _, p := range parts {
-		m.Write([]byte(p))
-		m.Write([]byte{0})
-	}
-	return hex.EncodeToString(m.Sum(nil))
 }
 
 // Token returns the token the login page accepts.
@@ -299,6 +299,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "internal error", http.StatusInternalServerError)
 		}
 	}()
+	if httpguard.ForeignHost(r) {
+		// DNS rebinding: a page of another site that reaches this
+		// loopback listener by a name of its own.
+		h.log.Warn("console: request refused: foreign Host on a loopback listener", "host", deadletter.Truncate(r.Host, 100), "path", r.URL.Path, "remote", r.RemoteAddr)
+		httpguard.Misdirected(w)
+		return
+	}
 	hd := w.Header()
 	// Record contents are hostile: no inline script or style runs, and
 	// nothing loads from elsewhere.
@@ -310,18 +317,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// loggedIn checks the session cookie, or a bearer token (for scripts), in
-// constant time.
-func (h *Handler) loggedIn(r *http.Request) bool {
-	if c, err := r.Cookie(cookieName); err == nil && hmac.Equal([]byte(c.Value), []byte(h.session)) {
-		return true
-	}
-	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		return h.tokenOK(strings.TrimSpace(tok))
-	}
-	return false
-}
-
 func (h *Handler) tokenOK(tok string) bool {
 	sum := sha256.Sum256([]byte(tok))
 	return hmac.Equal(sum[:], h.tokSum[:])
@@ -330,11 +325,12 @@ func (h *Handler) tokenOK(tok string) bool {
 // auth guards a page: without a session, the login page.
 func (h *Handler) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !h.loggedIn(r) {
+		c, ok := h.callerOf(r)
+		if !ok {
 			http.Redirect(w, r, h.prefix+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		next(w, r)
+		next(w, withCaller(r, c))
 	}
 }
 
@@ -343,10 +339,12 @@ func (h *Handler) auth(next http.HandlerFunc) http.HandlerFunc {
 func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-		if !h.loggedIn(r) {
-			h.fail(w, r, http.StatusUnauthorized, "log in first")
+		c, ok := h.callerOf(r)
+		if !ok {
+			h.fail(w, r, http.StatusUnauthorized, "log in first: the session ended (logout, or unused for a while) or never began")
 			return
 		}
+		r = withCaller(r, c)
 		if o := r.Header.Get("Origin"); o != "" && o != "null" {
 			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
 				h.log.Warn("console: action refused: cross-origin", "path", r.URL.Path, "origin", deadletter.Truncate(o, 100), "remote", r.RemoteAddr)
@@ -358,7 +356,7 @@ func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusBadRequest, "malformed form")
 			return
 		}
-		if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf)) {
+		if !c.csrfOK(r.PostForm.Get("csrf")) {
 			h.log.Warn("console: action refused: missing or wrong CSRF token", "path", r.URL.Path, "remote", r.RemoteAddr)
 			h.fail(w, r, http.StatusForbidden, "missing or wrong CSRF token: reload the page and try again")
 			return
@@ -371,9 +369,26 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "login", map[string]any{"Next": h.safeNext(r.URL.Query().Get("next"))})
 }
 
-// safeNext keeps a redirect inside the console.
+// safeNext keeps a redirect inside the console: a path under the prefix,
+// of printable ASCII without a backslash (browsers drop a TAB or a
+// newline, so "/<TAB>/evil.example" would become "//evil.example", another
+// site), with neither a host nor a scheme, and no "." or ".." segment or
+// empty one ("//") that would leave the prefix once resolved.
 func (h *Handler) safeNext(next string) string {
-	if !strings.HasPrefix(next, h.prefix) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	for i := 0; i < len(next); i++ {
+		if c := next[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return h.prefix
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, h.prefix) {
+		return h.prefix
+	}
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != u.Path {
 		return h.prefix
 	}
 	return next
@@ -386,22 +401,43 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := h.safeNext(r.PostForm.Get("next"))
+	if ok, wait := h.throttle.Take(); !ok {
+		h.log.Warn("console: login refused: too many wrong tokens", "remote", r.RemoteAddr)
+		httpguard.RetryAfter(w, wait)
+		h.render(w, r, http.StatusTooManyRequests, "login", map[string]any{"Next": next,
+			"Error": fmt.Sprintf("too many wrong tokens: try again in %s", wait.Round(time.Second))})
+		return
+	}
 	if !h.tokenOK(strings.TrimSpace(r.PostForm.Get("token"))) {
 		h.log.Warn("console: login refused: wrong token", "remote", r.RemoteAddr)
 		h.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "wrong token"})
 		return
 	}
+	h.throttle.Give()
+	sess := h.sessions.start()
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: h.session, Path: h.prefix,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		Name: cookieName, Value: sess.id, Path: h.prefix,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r),
 	})
 	h.log.Info("console: logged in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// logout ends the session on the server: its cookie, wherever a copy of
+// it is, no longer logs in.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: h.prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if c, ok := h.callerOf(r); ok && c.s != nil {
+		h.sessions.end(c.s.id)
+		h.log.Info("console: logged out", "remote", r.RemoteAddr)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: h.prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 	http.Redirect(w, r, h.prefix+"login", http.StatusSeeOther)
+}
+
+// secure reports whether the browser reached the console over TLS: its
+// own, or that of a proxy in front, which says so in X-Forwarded-Proto.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0]), "https")
 }
 
 // page is what every template gets.
@@ -419,8 +455,8 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		panic("console: no page " + name)
 	}
 	p := page{Prefix: h.prefix, Hidden: h.cfg.HideValues, Data: data}
-	if h.loggedIn(r) {
-		p.CSRF = h.csrf
+	if c, ok := h.callerOf(r); ok {
+		p.CSRF = c.csrf()
 	}
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout", p); err != nil {

@@ -12,11 +12,19 @@ import (
 	"github.com/antidote-kafka/antidote/consumer"
 )
 
-// partitionRow is one partition of the consumer page.
+// partitionRow is one partition of the consumer page. Its fields are
+// named, not an embedded consumer.Partition: in a template, .Partition of
+// the embedding would be the whole struct, not the partition's number.
 type partitionRow struct {
-	consumer.Partition
-	Stuck *consumer.Stuck
-	For   string // how long it has been stuck
+	Topic           string
+	Partition       int32
+	State           consumer.PartitionState
+	Paused          consumer.PauseReason // why, when it says more than State
+	OperatorPaused  bool                 // paused by Pause: the button resumes
+	BufferedRecords int
+	Committed, Lag  int64
+	Stuck           *consumer.Stuck
+	For             string // how long it has been stuck
 }
 
 type consumerData struct {
@@ -63,7 +71,15 @@ func (h *Handler) renderConsumer(w http.ResponseWriter, r *http.Request, status 
 		}
 	}
 	for _, p := range st.Partitions {
-		pr := partitionRow{Partition: p, Stuck: stuck[fmt.Sprintf("%s/%d", p.Topic, p.Partition)]}
+		pr := partitionRow{
+			Topic: p.Topic, Partition: p.Partition, State: p.State, Paused: p.Paused,
+			OperatorPaused:  p.Paused == consumer.PauseOperator,
+			BufferedRecords: p.BufferedRecords, Committed: p.Committed, Lag: p.Lag,
+			Stuck: stuck[fmt.Sprintf("%s/%d", p.Topic, p.Partition)],
+		}
+		if string(pr.Paused) == string(pr.State) {
+			pr.Paused = "" // "stuck (stuck)" says it twice
+		}
 		if pr.Stuck != nil {
 			pr.For = now.Sub(pr.Stuck.Since).Truncate(time.Second).String()
 		}
@@ -74,7 +90,7 @@ func (h *Handler) renderConsumer(w http.ResponseWriter, r *http.Request, status 
 		if a.Topic != b.Topic {
 			return a.Topic < b.Topic
 		}
-		return a.Partition.Partition < b.Partition.Partition
+		return a.Partition < b.Partition
 	})
 	h.render(w, r, status, "consumer", d)
 }

@@ -19,11 +19,23 @@
 //   - Listen on loopback, as the admin API does (antidote ui refuses
 //     another address).
 //   - A login page asks for the token ([Config.Token], else
-//     ANTIDOTE_ADMIN_TOKEN, else a random one logged once) and sets an
-//     HttpOnly, SameSite=Strict session cookie; scripts may send
-//     "Authorization: Bearer <token>" instead.
-//   - Every action is a POST with a CSRF token, and an Origin of the same
-//     host when the browser sends one; no GET changes anything.
+//     ANTIDOTE_ADMIN_TOKEN, else a random one logged once) and starts a
+//     session: a random id kept by the server, in an HttpOnly,
+//     SameSite=Strict cookie (Secure over TLS, or behind a proxy that says
+//     X-Forwarded-Proto: https). A session ends at logout (its cookie,
+//     wherever a copy is kept, no longer works), after [Config.SessionIdle]
+//     without a request, and [Config.SessionMax] after its login. Scripts
+//     may send "Authorization: Bearer <token>" instead (such a request
+//     needs no CSRF token: a browser never adds the header by itself).
+//   - After ten wrong tokens, logins are answered 429 until tries come
+//     back, one every five seconds.
+//   - After the login, the browser goes back only to a path of the console
+//     (no scheme, host, control byte, backslash, "//", "." or "..").
+//   - Every action is a POST with the CSRF token of the session, and an
+//     Origin of the same host when the browser sends one; no GET changes
+//     anything.
+//   - On a loopback listener, a request whose Host is not localhost or a
+//     loopback address (DNS rebinding) is answered 421.
 //   - The Content-Security-Policy forbids inline scripts and styles and
 //     anything from elsewhere; frames are refused.
 //

@@ -188,13 +188,35 @@ type jobs struct {
 	list []*job // the newest last; at most maxJobs kept
 }
 
-const maxJobs = 20
+// The console keeps at most maxJobs redrives, and a finished one for
+// jobTTL after it ended; a running one is always kept.
+const (
+	maxJobs = 20
+	jobTTL  = time.Hour
+)
+
+// prune drops the finished redrives that ended jobTTL ago, then the
+// oldest finished ones past maxJobs. js.mu is held.
+func (js *jobs) prune(now time.Time) {
+	js.list = slices.DeleteFunc(js.list, func(j *job) bool {
+		v := j.view()
+		return v.Done && now.Sub(v.Ended) >= jobTTL
+	})
+	for i := 0; len(js.list) > maxJobs && i < len(js.list); {
+		if js.list[i].view().Done {
+			js.list = slices.Delete(js.list, i, i+1)
+			continue
+		}
+		i++
+	}
+}
 
 func newJobs() *jobs { return &jobs{} }
 
 func (js *jobs) get(id string) *job {
 	js.mu.Lock()
 	defer js.mu.Unlock()
+	js.prune(time.Now())
 	for _, j := range js.list {
 		if j.ID == id {
 			return j
@@ -234,14 +256,7 @@ func (js *jobs) start(h *Handler, cfg deadletter.RedriveConfig, remote string) (
 	}
 	js.mu.Lock()
 	js.list = append(js.list, j)
-	if len(js.list) > maxJobs {
-		for i, old := range js.list {
-			if old.view().Done {
-				js.list = slices.Delete(js.list, i, i+1)
-				break
-			}
-		}
-	}
+	js.prune(time.Now())
 	js.mu.Unlock()
 	h.log.Warn("console: redrive started", "topic", cfg.Topic, "group", cfg.Group, "selection", j.Form, "remote", remote)
 	go func() {

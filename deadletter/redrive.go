@@ -70,6 +70,11 @@ type RedriveConfig struct {
 	// redriven this many times. Optional; default [DefaultMaxRedrives];
 	// negative: no limit.
 	MaxRedrives int
+	// Partitioning chooses the partition of each redriven record.
+	// Optional; default [PartitionOriginal]: the letter's original
+	// partition when the target topic has it, else by key. It needs a
+	// client made with [ScanOpts].
+	Partitioning Partitioning
 	// DryRun reads and decides, but neither produces nor commits.
 	DryRun bool
 	// ExactlyOnce produces each batch of records and commits its
@@ -174,6 +179,9 @@ func (c *RedriveConfig) Validate() error {
 	case c.BatchRecords < 0:
 		return fmt.Errorf("deadletter: redrive: BatchRecords %d is negative", c.BatchRecords)
 	}
+	if err := c.Partitioning.validate(); err != nil {
+		return fmt.Errorf("deadletter: redrive: %w", err)
+	}
 	for _, p := range c.Letters {
 		if p.Partition < 0 || p.Offset < 0 {
 			return fmt.Errorf("deadletter: redrive: letter %d:%d is not a position", p.Partition, p.Offset)
@@ -274,6 +282,9 @@ func Redrive(ctx context.Context, cl *kgo.Client, cfg RedriveConfig) (RedriveRes
 	starts, ends, err := Bounds(ctx, cl, cfg.Topic)
 	if err != nil {
 		return res, err
+	}
+	if cfg.Partitioning != PartitionMurmur2 && !cfg.DryRun && !keepsPartitions(cl) {
+		return res, errors.New("deadletter: redrive: the client cannot keep a letter's original partition: make it with deadletter.ScanOpts() (or set Partitioning to murmur2)")
 	}
 	committed, err := fetchProgress(ctx, cl, cfg.Group, cfg.Topic)
 	if err != nil {
@@ -466,42 +477,69 @@ func (r *redriver) record(rec *kgo.Record) error {
 	return nil
 }
 
-// decide redrives (produces), refuses or skips rec.
-func (r *redriver) decide(rec *kgo.Record) error {
-	r.res.Scanned++
+// NotSelected is the reason [RedriveConfig.Decide] gives for a letter
+// its filter does not select: a redrive skips it.
+const NotSelected = "not selected by the filter"
+
+// Decide says what a redrive of c does with the dead letter rec, without
+// producing anything: it redrives it to target (why is empty), skips it
+// (why is [NotSelected]) or refuses it (why is the refusal a redrive
+// reports). c.Filter is applied as it is: resolve its relative bounds
+// first ([Filter.At]). c.Letters is not consulted.
+func (c *RedriveConfig) Decide(rec *kgo.Record) (target, why string) {
+	_, target, why = c.judge(rec)
+	return target, why
+}
+
+func (c *RedriveConfig) judge(rec *kgo.Record) (l *Letter, target, why string) {
 	l, err := ParseRecord(rec)
-	if !r.cfg.Filter.Selects(l) || (r.only != nil && !r.only[Position{rec.Partition, rec.Offset}]) {
-		r.res.Skipped++
-		return nil
+	if !c.Filter.Selects(l) {
+		return l, "", NotSelected
+	}
+	maxRedrives := c.MaxRedrives
+	if maxRedrives == 0 {
+		maxRedrives = DefaultMaxRedrives
 	}
 	switch {
 	case errors.Is(err, ErrUnknownDialect):
-		r.refuse(rec, "not a dead letter: no known failure headers")
-		return nil
+		return l, "", "not a dead letter: no known failure headers"
 	case err != nil:
 		// Malformed headers: refuse rather than guess.
-		r.refuse(rec, strings.ReplaceAll(err.Error(), "deadletter: ", ""))
-		return nil
+		return l, "", strings.ReplaceAll(err.Error(), "deadletter: ", "")
 	case l.Dialect == DialectShareGroup && rec.Key == nil && rec.Value == nil:
-		r.refuse(rec, "no copy of the record (share group without errors.deadletterqueue.copy.record.enable)")
-		return nil
+		return l, "", "no copy of the record (share group without errors.deadletterqueue.copy.record.enable)"
 	}
-	target := r.cfg.To
+	target = c.To
 	if target == "" {
 		target = l.OriginalTopic
 	}
 	switch {
 	case target == "":
-		r.refuse(rec, "original topic unknown (use a target topic)")
-		return nil
-	case target == r.cfg.Topic:
-		r.refuse(rec, "original topic is the dead-letter topic itself")
-		return nil
+		return l, "", "original topic unknown (use a target topic)"
+	case target == c.Topic:
+		return l, "", "original topic is the dead-letter topic itself"
 	case !legalTopic.MatchString(target) || target == "." || target == "..":
-		r.refuse(rec, fmt.Sprintf("original topic %q is not a legal topic name", Truncate(target, 64)))
+		return l, "", fmt.Sprintf("original topic %q is not a legal topic name", Truncate(target, 64))
+	case maxRedrives >= 0 && l.Redrives >= maxRedrives:
+		return l, "", fmt.Sprintf("redriven %d times already (max %d)", l.Redrives, maxRedrives)
+	}
+	return l, target, ""
+}
+
+// decide redrives (produces), refuses or skips rec.
+func (r *redriver) decide(rec *kgo.Record) error {
+	r.res.Scanned++
+	l, target, why := r.cfg.judge(rec)
+	if r.only != nil && !r.only[Position{rec.Partition, rec.Offset}] {
+		why = NotSelected
+	}
+	switch why {
+	case "":
+	case NotSelected:
+		r.res.Skipped++
 		return nil
-	case r.cfg.MaxRedrives >= 0 && l.Redrives >= r.cfg.MaxRedrives:
-		r.refuse(rec, fmt.Sprintf("redriven %d times already (max %d)", l.Redrives, r.cfg.MaxRedrives))
+	default:
+		r.refuse(rec, why)
 		return nil
 	}
 	if err := r.wait(r.ctx); err != nil {
@@ -533,12 +571,16 @@ func (r *redriver) decide(rec *kgo.Record) error {
 		r.inTxn = true
 	}
 	out := &kgo.Record{Topic: target, Key: rec.Key, Value: rec.Value, Headers: redriveHeaders(l, rec)}
+	// The produce is not cut short by ctx: once sent, its outcome is
+	// waited for and committed.
+	pctx := context.WithoutCancel(r.ctx)
+	if r.cfg.Partitioning != PartitionMurmur2 && l.OriginalPartition >= 0 {
+		out.Partition, out.Context = l.OriginalPartition, keepIn(pctx)
+	}
 	partition, offset := rec.Partition, rec.Offset
 	r.pending = append(r.pending, pendingRedrive{target: target})
 	r.produced.Add(1)
-	// The produce is not cut short by ctx: once sent, its outcome is
-	// waited for and committed.
-	r.cl.Produce(context.WithoutCancel(r.ctx), out, func(_ *kgo.Record, err error) {
+	r.cl.Produce(pctx, out, func(_ *kgo.Record, err error) {
 		defer r.produced.Done()
 		if err == nil {
 			return

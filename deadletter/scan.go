@@ -18,14 +18,20 @@ import (
 // DefaultIdleTimeout is the default of [ScanConfig.IdleTimeout].
 const DefaultIdleTimeout = 30 * time.Second
 
-// ScanOpts are the client options a [Scan] client should have: control
-// records are kept, so that a scan sees the transaction markers and knows
-// it reached the end offsets when the last offsets are markers, and only
-// committed records are read (a transactional writer's aborted letters
-// are not letters). Scan works without them, but then a partition whose
-// last offsets are markers stalls (see [ScanConfig.IdleTimeout]).
+// ScanOpts are the client options a [Scan] or [Redrive] client should
+// have: control records are kept, so that a scan sees the transaction
+// markers and knows it reached the end offsets when the last offsets are
+// markers, and only committed records are read (a transactional writer's
+// aborted letters are not letters). Scan works without them, but then a
+// partition whose last offsets are markers stalls (see
+// [ScanConfig.IdleTimeout]). Their partitioner lets Redrive keep a
+// letter's original partition ([PartitionOriginal]); other records are
+// partitioned by key, as the client's default does.
 func ScanOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.KeepControlRecords(), kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	return []kgo.Opt{
+		kgo.KeepControlRecords(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RecordPartitioner(partitioner{byKey: kgo.StickyKeyPartitioner(nil)}),
+	}
 }
 
 // ScanConfig says what [Scan] reads.

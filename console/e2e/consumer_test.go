@@ -131,7 +131,103 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 	tb.run(t, "reload", chromedp.Navigate(tb.base+"/consumers/orders"), chromedp.WaitVisible("#partitions", chromedp.ByID))
 	contains(t, "after the kill switch", tb.text(t, "#partitions tbody tr"), "flowing")
 	contains(t, "after the kill switch", tb.text(t, "#dead-lettered"), "1")
+
+	// Retrying on again.
+	tb.run(t, "retrying on", chromedp.Click("#kill", chromedp.ByID), chromedp.WaitVisible("#kill.danger", chromedp.ByQuery))
+	if got := tb.text(t, "#retry-state"); got != "on" || !cons.Stats().RetryEnabled {
+		t.Errorf("retrying shown %q after turning it on, Stats().RetryEnabled %v; want on and true", got, cons.Stats().RetryEnabled)
+	}
+
+	// Pause the partition, then resume it.
+	operatorPaused := func() bool {
+		ps := cons.Stats().Partitions
+		return len(ps) == 1 && ps[0].Paused == consumer.PauseOperator
+	}
+	tb.run(t, "pause", chromedp.Click("#partitions button.pause", chromedp.ByQuery), chromedp.WaitVisible("#partitions button.resume", chromedp.ByQuery))
+	contains(t, "after pause", tb.text(t, "#message"), topic+"[0] paused")
+	if !operatorPaused() {
+		t.Errorf("after Pause: partitions %+v, want paused by the operator", cons.Stats().Partitions)
+	}
+	contains(t, "after pause", tb.text(t, "#partitions tbody tr"), "paused (operator)")
+	tb.screenshot(t, "consumer-paused")
+	tb.run(t, "resume", chromedp.Click("#partitions button.resume", chromedp.ByQuery), chromedp.WaitVisible("#partitions button.pause", chromedp.ByQuery))
+	contains(t, "after resume", tb.text(t, "#message"), topic+"[0] resumed")
+	if operatorPaused() {
+		t.Errorf("after Resume: partitions %+v, still paused by the operator", cons.Stats().Partitions)
+	}
 	if d := tb.dialogs.Load(); d != 0 {
 		t.Errorf("%d dialogs opened", d)
 	}
+}
+
+// TestIntegrationConsoleFlood: a consumer whose flood guard tripped, and
+// the console's button that lets it go on.
+func TestIntegrationConsoleFlood(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "flood", 1)
+	pcl := c.Client(t, kgo.ProducerLinger(0))
+	t.Cleanup(func() { deleteTopic(pcl, topic+".dlq") })
+	var rs []*kgo.Record
+	for i := range 10 {
+		v := "ok"
+		if i < 6 {
+			v = "poison"
+		}
+		rs = append(rs, &kgo.Record{Topic: topic, Value: []byte(v)})
+	}
+	kafkatest.Produce(t, pcl, rs...)
+	var processed atomic.Int32
+	cons, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{topic}, Group: kafkatest.UniqueName("g"),
+		Value: serde.String(),
+		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+			if r.Value == "poison" {
+				return failure.Permanent(errors.New("malformed order"))
+			}
+			processed.Add(1)
+			return nil
+		},
+		// Trips on the third dead letter of the first three records.
+		FloodGuard: consumer.FloodGuard{Window: 10, Min: 3, Share: 0.2},
+		Logger:     kafkatest.Logger(t), CommitInterval: 100 * time.Millisecond,
+		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	kafkatest.WaitFor(t, 60*time.Second, "the flood guard tripped", func() bool { return cons.Stats().Flood != nil })
+
+	h, err := console.New(console.Config{
+		ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, Token: token, Logger: kafkatest.Logger(t),
+		Consumers: map[string]admin.Consumer{"orders": cons},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	tb := newTab(t, h, "")
+	tb.login(t)
+	tb.run(t, "consumer page", chromedp.Navigate(tb.base+"/consumers/orders"), chromedp.WaitVisible("#flood-resume", chromedp.ByID))
+	contains(t, "flood guard", tb.text(t, "#flood"), "tripped at "+topic+"[0] offset 2")
+	tb.screenshot(t, "consumer-flood")
+	tb.run(t, "let it go on", chromedp.Click("#flood-resume", chromedp.ByID), chromedp.WaitVisible("#message", chromedp.ByID))
+	contains(t, "after the flood guard's resume", tb.text(t, "#message"), "the flood guard let the consumer go on")
+	kafkatest.WaitFor(t, 60*time.Second, "every record settled", func() bool {
+		st := cons.Stats()
+		return st.DeadLettered == 6 && processed.Load() == 4
+	})
+	if st := cons.Stats(); st.Flood != nil || st.FloodTrips != 1 {
+		t.Errorf("after the resume: flood %+v, %d trips; want none now and 1 trip", st.Flood, st.FloodTrips)
+	}
+	tb.run(t, "reload", chromedp.Navigate(tb.base+"/consumers/orders"), chromedp.WaitVisible("#flood", chromedp.ByID))
+	contains(t, "after the flood guard's resume", tb.text(t, "#flood"), "not tripped (1 trips)")
 }

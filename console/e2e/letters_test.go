@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/consumer"
@@ -206,9 +209,13 @@ func TestIntegrationConsoleLetters(t *testing.T) {
 		t.Errorf("the pages list %d letters, want %d", len(seen), total)
 	}
 
-	// Filter by reason: the handler's rejections.
+	// Filter by reason: the handler's rejections, on the topic opened by
+	// its name.
 	tb.run(t, "filter",
-		chromedp.Navigate(tb.base+"/topics/"+p.dlq),
+		chromedp.Navigate(tb.base+"/"),
+		chromedp.WaitVisible("#topic-name", chromedp.ByID),
+		chromedp.SendKeys("#topic-name", p.dlq, chromedp.ByID),
+		chromedp.Click("#open-topic", chromedp.ByID),
 		chromedp.WaitVisible("#reason", chromedp.ByID),
 		chromedp.SendKeys("#reason", "negative amount", chromedp.ByID),
 		chromedp.Click("#apply", chromedp.ByID),
@@ -238,6 +245,10 @@ func TestIntegrationConsoleLetters(t *testing.T) {
 	contains(t, "dialect", tb.text(t, "#dialect"), "Antidote")
 	contains(t, "value", tb.text(t, "#value pre"), `"amount": -`)
 	tb.screenshot(t, "letter")
+	tb.run(t, "redrive this letter", chromedp.Click("#redrive-one", chromedp.ByID), chromedp.WaitVisible("#dry-result", chromedp.ByID))
+	if got := tb.text(t, "#would"); got != "1" {
+		t.Errorf("dry run of one letter: %q would be redriven, want 1", got)
+	}
 	if n, _ := p.redriven(t); n != 0 {
 		t.Fatalf("%d records redriven before any redrive", n)
 	}
@@ -307,6 +318,57 @@ func TestIntegrationConsoleLetters(t *testing.T) {
 	if got := tb.text(t, "#would"); got != "0" {
 		t.Errorf("second dry run: %q would be redriven, want 0 (the progress is committed)", got)
 	}
+
+	// A redrive stopped while it runs: it holds on a fetch that the
+	// cluster keeps waiting until the stop.
+	if fake := p.cluster.Fake(); fake != nil {
+		tb.run(t, "dry run of the unreadable letters",
+			chromedp.Navigate(tb.base+"/topics/"+p.dlq+"?stage=deserialize-value"),
+			chromedp.WaitVisible("#redrive-filter", chromedp.ByID),
+			chromedp.Click("#redrive-filter", chromedp.ByID),
+			chromedp.WaitVisible("#dry-result", chromedp.ByID),
+		)
+		release := make(chan struct{})
+		var held atomic.Int32
+		fake.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+			fake.KeepControl()
+			select {
+			case <-release:
+				fake.DropControl()
+			default:
+				held.Add(1)
+				fake.SleepControl(func() { <-release })
+			}
+			return nil, nil, false
+		})
+		released := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(released)
+		tb.run(t, "start the redrive",
+			chromedp.Click("#confirm", chromedp.ByID),
+			chromedp.Click("#run", chromedp.ByID),
+			chromedp.WaitVisible("#stop", chromedp.ByID),
+		)
+		kafkatest.WaitFor(t, 30*time.Second, "the redrive's fetch held", func() bool { return held.Load() > 0 })
+		tb.run(t, "stop the redrive", chromedp.Click("#stop", chromedp.ByID), chromedp.WaitVisible("#state.failed", chromedp.ByQuery))
+		released()
+		contains(t, "stopped redrive", tb.text(t, "#state"), "stopped")
+		if got := tb.text(t, "#redriven"); got != "0" {
+			t.Errorf("the stopped redrive redrove %s letters, want 0", got)
+		}
+		if n, _ := p.redriven(t); n != p.rejected {
+			t.Errorf("after the stopped redrive the source topic holds %d redriven records, want %d", n, p.rejected)
+		}
+	}
+
+	// Log out: the console asks for the token again.
+	tb.run(t, "log out",
+		chromedp.Navigate(tb.base+"/"),
+		chromedp.WaitVisible("#logout", chromedp.ByID),
+		chromedp.Click("#logout", chromedp.ByID),
+		chromedp.WaitVisible("#token", chromedp.ByID),
+		chromedp.Navigate(tb.base+"/topics/"+p.dlq),
+		chromedp.WaitVisible("#token", chromedp.ByID),
+	)
 	if d := tb.dialogs.Load(); d != 0 {
 		t.Errorf("%d dialogs opened", d)
 	}

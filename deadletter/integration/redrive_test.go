@@ -52,7 +52,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	c := kafkatest.New(t)
 	fx := &fixture{
-		cl:   c.Client(t, kgo.FetchMaxWait(200*time.Millisecond)),
+		cl:   c.Client(t, append(deadletter.ScanOpts(), kgo.FetchMaxWait(200*time.Millisecond))...),
 		dlq:  c.Topic(t, "dlq", 2),
 		src:  c.Topic(t, "src", 2),
 		want: map[string]hs{},
@@ -198,7 +198,7 @@ func TestIntegrationRedrive(t *testing.T) {
 // refused once it was redriven MaxRedrives times.
 func TestIntegrationRedriveLoopGuard(t *testing.T) {
 	c := kafkatest.New(t)
-	cl := c.Client(t, kgo.FetchMaxWait(200*time.Millisecond))
+	cl := c.Client(t, append(deadletter.ScanOpts(), kgo.FetchMaxWait(200*time.Millisecond))...)
 	src, dlq := c.Topic(t, "src", 1), c.Topic(t, "dlq", 1)
 	ctx := context.Background()
 	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("poison"), Headers: kgoHeaders(antidoteLetter(nil, src, 0, 0))})

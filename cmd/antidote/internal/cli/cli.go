@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes.
@@ -115,7 +116,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError{flagError(err)} })
 
 	pf := root.PersistentFlags()
 	pf.StringSlice("brokers", []string{DefaultBrokers}, "Kafka seed brokers, comma-separated (env "+EnvBrokers+", then "+EnvKafkaBrokers+")")
@@ -123,7 +124,35 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.Duration("timeout", 30*time.Second, "bound for connecting to the cluster and metadata calls")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
 	addConnFlags(root)
+	cobra.AddTemplateFunc("globalFlagUsages", globalFlagUsages)
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(),
+		"{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}", "{{globalFlagUsages . | trimTrailingWhitespaces}}", 1))
 	return root
+}
+
+// flagError says what a flag wants instead of the parser's own error
+// ("strconv.ParseInt: parsing ...").
+func flagError(err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	var want string
+	switch t := iv.GetFlag().Value.Type(); t {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "count":
+		want = "want a whole number, such as 100"
+	case "intSlice", "int32Slice", "int64Slice", "uintSlice":
+		want = "want whole numbers separated by commas, such as 0,2"
+	case "float32", "float64":
+		want = "want a number, such as 50 or 0.5"
+	case "duration":
+		want = "want a duration, such as 500ms, 30s, 5m or 1h"
+	case "bool":
+		want = "want true or false"
+	default:
+		return err
+	}
+	return fmt.Errorf("--%s %q: %s", iv.GetFlag().Name, iv.GetValue(), want)
 }
 
 // applyGlobalFlags applies environment fallbacks and validates the root's
@@ -192,12 +221,16 @@ func BrokersFromEnv() []string {
 	return nil
 }
 
-// WrapArgs makes every positional-argument error of the tree a usage error.
+// WrapArgs makes every positional-argument error of the tree a usage
+// error, and an unknown subcommand's error suggests the nearest names.
 func WrapArgs(c *cobra.Command) {
 	if c.Args != nil {
 		args := c.Args
 		c.Args = func(cmd *cobra.Command, a []string) error {
 			if err := args(cmd, a); err != nil {
+				if len(a) > 0 && cmd.HasSubCommands() && strings.HasPrefix(err.Error(), "unknown command") {
+					return UnknownCommand(cmd, a[0])
+				}
 				return UsageError{err}
 			}
 			return nil
@@ -206,6 +239,25 @@ func WrapArgs(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		WrapArgs(sub)
 	}
+}
+
+// UnknownCommand is the usage error of name given as a subcommand of cmd
+// that has none of that name, with the names it is near: "unknown command
+// "sho" for "antidote dlq" (did you mean show?)".
+func UnknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if near := cmd.SuggestionsFor(name); len(near) > 0 {
+		msg += " (did you mean " + strings.Join(near, " or ") + "?)"
+	} else {
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		msg += " (its commands: " + strings.Join(names, ", ") + ")"
+	}
+	return UsageError{errors.New(msg)}
 }
 
 // IsUsage reports whether err is the invocation's fault: a UsageError, or
@@ -237,4 +289,54 @@ func OneLine(err error) string {
 		}
 	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ")), " ")
+}
+
+// CheckEnum returns nil when value is one of values (ignoring case) or
+// empty, else the usage error of --flag naming the values and the nearest
+// ones: "--class "perm": want one of permanent, transient, unclassified
+// (did you mean permanent?)".
+func CheckEnum(flag, value string, values []string) error {
+	if value == "" || slices.ContainsFunc(values, func(v string) bool { return strings.EqualFold(v, value) }) {
+		return nil
+	}
+	msg := fmt.Sprintf("--%s %q: want one of %s", flag, value, strings.Join(values, ", "))
+	if near := nearest(value, values); len(near) > 0 {
+		msg += " (did you mean " + strings.Join(near, " or ") + "?)"
+	}
+	return UsageError{errors.New(msg)}
+}
+
+// nearest returns the values that start with s, or are at most two edits
+// away from it, ignoring case.
+func nearest(s string, values []string) []string {
+	s = strings.ToLower(s)
+	var out []string
+	for _, v := range values {
+		lv := strings.ToLower(v)
+		if strings.HasPrefix(lv, s) || distance(s, lv) <= 2 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// distance is the Levenshtein distance of a and b, in bytes.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

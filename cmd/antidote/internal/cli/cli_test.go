@@ -17,3 +17,22 @@ func TestOneLine(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func TestCheckEnum(t *testing.T) {
+	values := []string{"permanent", "transient", "unclassified"}
+	for _, ok := range []string{"", "permanent", "TRANSIENT"} {
+		if err := CheckEnum("class", ok, values); err != nil {
+			t.Errorf("CheckEnum(%q) = %v", ok, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"perm":      `--class "perm": want one of permanent, transient, unclassified (did you mean permanent?)`,
+		"transiant": `--class "transiant": want one of permanent, transient, unclassified (did you mean transient?)`,
+		"fatal":     `--class "fatal": want one of permanent, transient, unclassified`,
+	} {
+		err := CheckEnum("class", in, values)
+		if err == nil || err.Error() != want || !IsUsage(err) {
+			t.Errorf("CheckEnum(%q) = %v, want the usage error %q", in, err, want)
+		}
+	}
+}

@@ -213,9 +213,17 @@ func Unreachable(brokers []string, timeout time.Duration, err error) error {
 	case errors.As(err, &recErr):
 		return fmt.Errorf("TLS with Kafka at %s failed: %s (does that listener speak TLS?)", strings.Join(brokers, ","), msg)
 	}
-	return fmt.Errorf("cannot reach Kafka at %s within %v: %s (is a broker running there? set --brokers, %s or a --context)",
-		strings.Join(brokers, ","), timeout, msg, EnvBrokers)
+	within := "" // a refused connection fails at once: "within 30s" would mislead
+	if errors.Is(err, context.DeadlineExceeded) {
+		within = fmt.Sprintf(" within %v", timeout)
+	}
+	return fmt.Errorf("cannot reach Kafka at %s%s: %s (is a broker running there? set --brokers, %s or a --context)",
+		strings.Join(brokers, ","), within, msg, EnvBrokers)
 }
+
+// ErrNoTopic is wrapped by the error of [TopicPartitions] for a topic that
+// does not exist.
+var ErrNoTopic = errors.New("no such topic")
 
 // TopicPartitions returns the partition count of topic, or a clear error
 // when it does not exist.
@@ -231,8 +239,7 @@ func TopicPartitions(ctx context.Context, adm *kadm.Client, brokers []string, ti
 	}
 	td, ok := md.Topics[topic]
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("topic %q does not exist on %s; create it first (kafka-topics.sh --bootstrap-server %s --create --topic %s --partitions 3)",
-			topic, strings.Join(brokers, ","), brokers[0], topic)
+		return 0, fmt.Errorf("topic %q does not exist on %s: %w", topic, strings.Join(brokers, ","), ErrNoTopic)
 	}
 	if td.Err != nil {
 		return 0, fmt.Errorf("topic %q: %w", topic, td.Err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
@@ -130,8 +131,34 @@ func addConnFlags(root *cobra.Command) {
 	pf.String("sasl-username", "", "SASL user name (env "+EnvSASLUsername+")")
 	pf.String("sasl-password-file", "", "file holding the SASL password (else env "+EnvSASLPassword+")")
 	pf.String("sasl-token-file", "", "file holding the OAUTHBEARER token, read at each login (else env "+EnvSASLToken+")")
+	for _, n := range []string{"tls", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "tls-insecure-skip-verify", "sasl-mechanism", "sasl-username", "sasl-password-file", "sasl-token-file"} {
+		_ = pf.SetAnnotation(n, securityFlag, []string{"true"})
+	}
 	_ = root.RegisterFlagCompletionFunc("sasl-mechanism", cobra.FixedCompletions(SASLMechanisms, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("context", completeContexts)
+}
+
+// securityFlag annotates the TLS and SASL flags, which the help of a
+// subcommand sums up in one line rather than listing them again.
+const securityFlag = "antidote_security"
+
+// globalFlagUsages is the "Global Flags" section of a subcommand's help:
+// the root's flags but TLS and SASL, which one line names.
+func globalFlagUsages(cmd *cobra.Command) string {
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	hidden := 0
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+		if _, ok := f.Annotations[securityFlag]; ok {
+			hidden++
+			return
+		}
+		fs.AddFlag(f)
+	})
+	if hidden > 0 {
+		// A line of its own, aligned with the flags.
+		fs.Bool("tls*, --sasl-*", false, "TLS and SASL to the cluster: see antidote --help")
+	}
+	return fs.FlagUsages()
 }
 
 func displayPath(p string) string {

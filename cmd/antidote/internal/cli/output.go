@@ -47,6 +47,20 @@ func Safe(s string) string {
 	return b.String()
 }
 
+// SafeText is [Safe] for text of several lines: newlines and tabs stay,
+// every other control or unprintable character is escaped.
+func SafeText(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		cells := strings.Split(l, "\t")
+		for j, c := range cells {
+			cells[j] = Safe(c)
+		}
+		lines[i] = strings.Join(cells, "\t")
+	}
+	return strings.Join(lines, "\n")
+}
+
 // Clip cuts s to n runes.
 func Clip(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {

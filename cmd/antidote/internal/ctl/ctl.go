@@ -163,7 +163,7 @@ variable ` + admin.EnvToken + `. With several consumers behind one admin API,
 			if err := c.post(cmd.Context(), "/flood/resume", nil, &out); err != nil {
 				return err
 			}
-			return c.print(cmd, out, fmt.Sprintf("%s: flood guard resumed (it tripped on %s/%d, %d dead letters of the last %d records)",
+			return c.print(cmd, out, fmt.Sprintf("%s: flood guard resumed (it tripped on %s/%d, %d dead letters of at most the last %d records)",
 				out.Consumer, terminalSafe(out.Resumed.Topic), out.Resumed.Partition, out.Resumed.DeadLetters, out.Resumed.Window))
 		},
 	}
@@ -253,6 +253,15 @@ func (c *ctlClient) do(ctx context.Context, method, path string, q url.Values, o
 		if len(msg) > 300 {
 			msg = msg[:300] + "..."
 		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			// The server's hint is for HTTP clients; say where ctl
+			// takes the token from.
+			head, _, _ := strings.Cut(msg, ":")
+			if c.token == "" {
+				head = "no token given"
+			}
+			msg = head + ": pass --token or set " + admin.EnvToken + " to the admin API's token (the one it was started with, or the one it printed or logged at start)"
+		}
 		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, terminalSafe(msg))
 	}
 	if err := json.Unmarshal(body, out); err != nil {
@@ -301,6 +310,14 @@ type ctlStats struct {
 		LastError string
 	}
 	Dependencies map[string]string
+	Flood        *struct {
+		Topic       string
+		Partition   int32
+		Offset      int64
+		DeadLetters int
+		Window      int
+		Since       time.Time
+	}
 }
 
 func (c *ctlClient) status(ctx context.Context, w io.Writer, asJSON bool) error {
@@ -343,6 +360,9 @@ func (c *ctlClient) status(ctx context.Context, w io.Writer, asJSON bool) error 
 func printCtlStatus(w io.Writer, name string, s ctlStats, now time.Time) {
 	ready := "READY"
 	switch {
+	case s.Flood != nil:
+		// The consumer is up, but its flood guard holds every partition.
+		ready = "HELD BY THE FLOOD GUARD"
 	case s.Ready:
 	case s.Halted > 0:
 		ready = "NOT READY (halted)"
@@ -359,6 +379,10 @@ func printCtlStatus(w io.Writer, name string, s ctlStats, now time.Time) {
 		}
 	}
 	fmt.Fprintf(w, "consumer %s: %s, retrying %s, brokers %s\n", terminalSafe(name), ready, onOff(s.RetryEnabled), terminalSafe(brokers))
+	if f := s.Flood; f != nil {
+		fmt.Fprintf(w, "  flood guard tripped on %s[%d] offset %d %s ago: %d dead letters of at most the last %d records; fetching is paused until antidote ctl flood resume\n",
+			terminalSafe(f.Topic), f.Partition, f.Offset, cli.Age(now, f.Since), f.DeadLetters, f.Window)
+	}
 	fmt.Fprintf(w, "  consumed %d  processed %d  retried %d  dead-lettered %d  skipped %d  halted %d  dead-letter write errors %d  buffered %d records, %d bytes\n",
 		s.Consumed, s.Processed, s.Retried, s.DeadLettered, s.Skipped, s.Halted, s.DeadLetterWriteErrors, s.BufferedRecords, s.BufferedBytes)
 	if len(s.Dependencies) > 0 {

@@ -127,9 +127,9 @@ func TestIntegrationCtl(t *testing.T) {
 	code, _, errOut = ctl("skip", topic, "5", "0")
 	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "404 Not Found")
 	code, _, errOut = runCmd(t, "ctl", "--admin", url, "--token", "wrong", "retry", "off")
-	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "401 Unauthorized: wrong bearer token")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "401 Unauthorized: wrong bearer token: pass --token or set "+admin.EnvToken+" to the admin API's token")
 	code, _, errOut = runCmd(t, "ctl", "--admin", url, "retry", "off")
-	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "401 Unauthorized: missing bearer token")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "401 Unauthorized: no token given: pass --token or set "+admin.EnvToken+" to the admin API's token")
 	code, _, errOut = ctl("flood", "resume")
 	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "409 Conflict")
 	code, _, errOut = ctl("flood", "go")
@@ -252,4 +252,24 @@ func FuzzCtlStatus(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStatusFlood: while the flood guard holds the consumer, status does
+// not say READY, and names the command that lets it go on.
+func TestStatusFlood(t *testing.T) {
+	var s ctlStats
+	if err := json.Unmarshal([]byte(`{"Ready": true, "Running": true, "RetryEnabled": true,
+		"Brokers": {"Reachable": true},
+		"Partitions": [{"Topic": "orders", "Partition": 0, "State": "stuck", "Paused": "stuck"}],
+		"Flood": {"Topic": "orders", "Partition": 0, "Offset": 41, "DeadLetters": 100, "Window": 1000, "Since": "2026-01-01T00:00:00Z"}}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printCtlStatus(&b, "orders", s, time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC))
+	out := b.String()
+	for _, want := range []string{"consumer orders: HELD BY THE FLOOD GUARD,", "flood guard tripped on orders[0] offset 41 5m ago: 100 dead letters of at most the last 1000 records", "antidote ctl flood resume"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -381,7 +381,19 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, g cli.Globals, o dem
 	}
 	if o.keep && fake != nil {
 		r.admin.keepHint(stdout, stderr, g.JSON())
+		// With --admin, a consumer of the group stays up too, so that
+		// ctl pause, resume and skip have one to act on.
+		wait, err := r.admin.keepConsumer(ctx, r.brokers, r.topic, r.group, r.logger(stderr))
+		if err != nil {
+			return err
+		}
+		w := stdout
+		if g.JSON() {
+			w = stderr
+		}
+		r.admin.keepHintStuck(w, cli.SelfCommand(), strings.Join(r.brokers, ","), r.topic)
 		r.keepUp(ctx, stdout, stderr)
+		wait()
 	}
 	if sum.Lost != 0 {
 		return fmt.Errorf("%d record(s) lost: produced %d, processed %d, dead-lettered %d, skipped %d; this is a bug, please report it",

@@ -48,7 +48,7 @@ Filters (ls, stats, redrive): --original-topic, --stage, --class, --reason
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return cli.Usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+				return cli.UnknownCommand(cmd, args[0])
 			}
 			return cmd.Help()
 		},
@@ -66,7 +66,7 @@ type dlqFlags struct {
 
 // Values of the enum filter flags, for help and completion.
 var (
-	dlqStages  = []string{"deserialize-key", "deserialize-value", "process", "KEY_CONVERTER", "VALUE_CONVERTER", "HEADER_CONVERTER", "TRANSFORMATION", "TASK_PUT", "TASK_POLL"}
+	dlqStages  = []string{"deserialize-key", "deserialize-value", "process", "KEY_CONVERTER", "VALUE_CONVERTER", "HEADER_CONVERTER", "TRANSFORMATION", "TASK_PUT", "TASK_POLL", "KAFKA_PRODUCE", "KAFKA_CONSUME"}
 	dlqClasses = []string{"permanent", "transient", "unclassified"}
 )
 
@@ -107,6 +107,12 @@ func (f *dlqFlags) resolveTopic(cmd *cobra.Command) error {
 // stays relative (MaxAge, MinAge), so that a redrive's group does not
 // change from run to run; the readers resolve it with At.
 func (f *dlqFlags) filter(now time.Time) (deadletter.Filter, error) {
+	if err := cli.CheckEnum("stage", f.stage, dlqStages); err != nil {
+		return deadletter.Filter{}, err
+	}
+	if err := cli.CheckEnum("class", f.class, dlqClasses); err != nil {
+		return deadletter.Filter{}, err
+	}
 	flt := deadletter.Filter{OriginalTopic: f.originalTopic, Stage: f.stage, Class: f.class, Reason: f.reason}
 	var err error
 	if flt.Since, flt.MaxAge, err = parseWhen("since", f.since); err != nil {
@@ -560,6 +566,13 @@ func newDLQRedriveCmd() *cobra.Command {
 		Long: `Re-produce the original record of every selected dead letter (key, value
 and original headers, byte for byte) to its original topic, or to --to.
 
+Each record goes back to the partition it came from when the target topic has
+it (--partitioner original, the default), so that the consumers of the original
+topic see a key's records in order whatever client produced them (librdkafka,
+kcat and Python hash keys with CRC32, Java and franz-go with murmur2). A letter
+whose partition the target does not have, or does not name, goes by murmur2 of
+its key; --partitioner murmur2 sends every record by its key.
+
 Each redriven record carries two more headers: antidote.redrive.count (how many
 times it was redriven) and antidote.redrive.from (topic/partition/offset of the
 dead letter). A record already redriven --max-redrives times is refused, which
@@ -579,7 +592,8 @@ is antidote-redrive-<topic>, with a hash of --to and the filters when given, or
 		Example: `  antidote dlq redrive --topic orders.dlq --dry-run
   antidote dlq redrive --topic orders.dlq --stage process --since 7d --rate 100
   antidote dlq redrive --topic orders.dlq --exactly-once
-  antidote dlq redrive --topic orders.dlq --to orders-replay --max-redrives 5`,
+  antidote dlq redrive --topic orders.dlq --to orders-replay --max-redrives 5
+  antidote dlq redrive --topic orders.dlq --partitioner murmur2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.resolveTopic(cmd); err != nil {
@@ -599,6 +613,8 @@ is antidote-redrive-<topic>, with a hash of --to and the filters when given, or
 				return cli.Usagef("--limit %d: must not be negative", cfg.Limit)
 			case cfg.BatchRecords < 1:
 				return cli.Usagef("--batch %d: must be at least 1", cfg.BatchRecords)
+			case cfg.Partitioning != deadletter.PartitionOriginal && cfg.Partitioning != deadletter.PartitionMurmur2:
+				return cli.Usagef("--partitioner %q: want original or murmur2", cfg.Partitioning)
 			}
 			if err := cfg.Validate(); err != nil {
 				return cli.Usage(errors.New(strings.ReplaceAll(err.Error(), "deadletter: redrive: ", "")))
@@ -623,6 +639,8 @@ is antidote-redrive-<topic>, with a hash of --to and the filters when given, or
 	f.addFilters(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.To, "to", "", "produce every record to this topic instead of its original topic")
+	fs.StringVar((*string)(&cfg.Partitioning), "partitioner", string(deadletter.PartitionOriginal), "original: each record to its original partition when the target has it, else by key; murmur2: by key")
+	_ = cmd.RegisterFlagCompletionFunc("partitioner", cobra.FixedCompletions([]string{string(deadletter.PartitionOriginal), string(deadletter.PartitionMurmur2)}, cobra.ShellCompDirectiveNoFileComp))
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "decide and report, but produce and commit nothing")
 	fs.BoolVar(&cfg.ExactlyOnce, "exactly-once", false, "produce each batch and commit its progress in one Kafka transaction")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "at most this many records per second (0: no limit)")

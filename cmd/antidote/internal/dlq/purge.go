@@ -2,15 +2,20 @@ package dlq
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/term"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
@@ -24,7 +29,8 @@ func newDLQPurgeCmd() *cobra.Command {
 		offset     int64
 		all        bool
 		redriven   bool
-		group      string
+		group, to  string
+		maxRedrv   int
 		yes        bool
 	)
 	cmd := &cobra.Command{
@@ -36,12 +42,20 @@ it are gone for every reader. Say where with exactly one of:
 
   --offset N     below offset N in each --partition (or in every partition)
   --all          everything up to the current end of each partition
-  --redriven     below the progress of the redrive group (--group, default
-                 antidote-redrive-<topic>): only letters a redrive went past
+  --redriven     the letters a redrive redrove: give it the same filters and
+                 --to as that redrive (or its --group)
+
+Deleting below an offset removes a prefix of each partition. With --redriven,
+purge reads each partition from its start up to the redrive's progress and
+stops below the first letter the redrive did not redrive (one its filters
+passed over, or one it refused), and says where it stopped and why: a letter
+that was never redriven is never deleted. A redrive group with no progress on
+the topic is an error.
 
 The command shows what it will delete and asks for confirmation on a terminal;
 elsewhere it needs --yes.`,
 		Example: `  antidote dlq purge --topic orders.dlq --redriven
+  antidote dlq purge --topic orders.dlq --redriven --reason timeout --since 2026-05-01T00:00:00Z
   antidote dlq purge --topic orders.dlq --partition 0 --offset 1200 --yes
   antidote dlq purge --topic orders.dlq --all`,
 		Args: cobra.NoArgs,
@@ -62,8 +76,18 @@ elsewhere it needs --yes.`,
 			if fs.Changed("offset") && offset < 0 {
 				return cli.Usagef("--offset %d: must not be negative", offset)
 			}
-			if fs.Changed("group") && !redriven {
-				return cli.Usagef("--group goes with --redriven")
+			var err error
+			var rcfg deadletter.RedriveConfig
+			if redriven {
+				if rcfg, err = f.purgeSelection(cmd, to, maxRedrv, group); err != nil {
+					return err
+				}
+			} else {
+				for _, n := range []string{"group", "to", "max-redrives", "original-topic", "stage", "class", "reason", "since", "until"} {
+					if fs.Changed(n) {
+						return cli.Usagef("--%s goes with --redriven", n)
+					}
+				}
 			}
 			ctx := cmd.Context()
 			s, err := openDLQ(ctx, cmd, f.topic)
@@ -80,25 +104,15 @@ elsewhere it needs --yes.`,
 					return fmt.Errorf("topic %q has no partition %d (it has %d)", s.topic, p, len(ends))
 				}
 			}
+			w := cmd.OutOrStdout()
 			below := map[int32]int64{}
+			var stops []string
 			switch {
 			case all:
 				below = ends
 			case redriven:
-				if group == "" {
-					group = (&deadletter.RedriveConfig{Topic: s.topic}).DefaultGroup()
-				}
-				os, err := kadm.NewClient(s.cl).FetchOffsetsForTopics(ctx, group, s.topic)
-				if err == nil {
-					err = os.Error()
-				}
-				if err != nil {
-					return fmt.Errorf("progress of redrive group %s: %w", group, err)
-				}
-				for p := range ends {
-					if o, ok := os.Lookup(s.topic, p); ok && o.At >= 0 {
-						below[p] = o.At
-					}
+				if below, stops, err = s.redrivenPrefix(ctx, rcfg, partitions, starts, ends); err != nil {
+					return err
 				}
 			default:
 				for p := range ends {
@@ -121,7 +135,10 @@ elsewhere it needs --yes.`,
 				lines = append(lines, fmt.Sprintf("  partition %d: offsets %d to %d (%d records)", p, starts[p], o-1, o-starts[p]))
 			}
 			sort.Strings(lines)
-			w := cmd.OutOrStdout()
+			sort.Strings(stops)
+			for _, l := range stops {
+				fmt.Fprintln(w, l)
+			}
 			if total == 0 {
 				fmt.Fprintf(w, "nothing to delete in %s\n", s.topic)
 				return nil
@@ -154,7 +171,10 @@ elsewhere it needs --yes.`,
 	fl.Int64Var(&offset, "offset", 0, "delete the records below this offset")
 	fl.BoolVar(&all, "all", false, "delete every record up to the current end")
 	fl.BoolVar(&redriven, "redriven", false, "delete the records below the progress of the redrive group")
-	fl.StringVar(&group, "group", "", "the redrive group of --redriven (default antidote-redrive-<topic>)")
+	fl.StringVar(&group, "group", "", "the redrive group of --redriven (default: the group of the redrive with these filters and --to)")
+	fl.StringVar(&to, "to", "", "with --redriven: the --to of the redrive")
+	fl.IntVar(&maxRedrv, "max-redrives", deadletter.DefaultMaxRedrives, "with --redriven: the --max-redrives of the redrive")
+	f.addFilters(cmd)
 	fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
 }
@@ -173,4 +193,92 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 	}
 	a := strings.ToLower(strings.TrimSpace(answer))
 	return a == "y" || a == "yes", nil
+}
+
+// purgeSelection is the redrive whose letters purge --redriven deletes:
+// the filters and --to of the flags, and its group.
+func (f *dlqFlags) purgeSelection(cmd *cobra.Command, to string, maxRedrives int, group string) (deadletter.RedriveConfig, error) {
+	if _, ago, err := deadletter.ParseWhen(f.until); err == nil && ago > 0 {
+		// Relative to now, --until selects letters the redrive, which ran
+		// earlier, passed over.
+		return deadletter.RedriveConfig{}, cli.Usagef("--until %s: a duration ago selects other letters now than when the redrive ran: give the time (RFC 3339)", f.until)
+	}
+	flt, err := f.filter(time.Now())
+	if err != nil {
+		return deadletter.RedriveConfig{}, err
+	}
+	cfg := deadletter.RedriveConfig{Topic: f.topic, To: to, Filter: flt, MaxRedrives: maxRedrives}
+	if err := cfg.Validate(); err != nil {
+		return cfg, cli.Usage(errors.New(strings.ReplaceAll(err.Error(), "deadletter: redrive: ", "")))
+	}
+	own := cfg.DefaultGroup()
+	if group == "" {
+		group = own
+	} else if group != own && strings.HasPrefix(group, "antidote-redrive-"+f.topic) {
+		// The default group of another selection: these flags would
+		// take letters for redriven that it passed over.
+		return cfg, cli.Usagef("group %s is the progress of a redrive with other filters or --to than these (whose group is %s): give purge the redrive's own filters and --to", group, own)
+	}
+	cfg.Group = group
+	return cfg, nil
+}
+
+// redrivenPrefix returns, per partition, the offset below which every
+// letter was redriven by cfg's redrive, and a line for each partition
+// where it stops before the redrive's progress.
+func (s *dlqSession) redrivenPrefix(ctx context.Context, cfg deadletter.RedriveConfig, only []int32, starts, ends map[int32]int64) (map[int32]int64, []string, error) {
+	progress, err := kadm.NewClient(s.cl).FetchOffsetsForTopics(ctx, cfg.Group, s.topic)
+	if err == nil {
+		err = progress.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		progress, err = nil, nil // as Kafka answers: no offsets
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("progress of redrive group %s: %w", cfg.Group, err)
+	}
+	upTo := map[int32]int64{} // the redrive's progress
+	var parts []int32
+	for p := range ends {
+		if o, ok := progress.Lookup(s.topic, p); ok && o.At >= 0 && (len(only) == 0 || slices.Contains(only, p)) {
+			upTo[p] = min(o.At, ends[p])
+			if upTo[p] > starts[p] {
+				parts = append(parts, p)
+			}
+		}
+	}
+	if len(upTo) == 0 {
+		return nil, nil, fmt.Errorf("redrive group %s has no progress on %s: no redrive ran with this selection (a redrive names its group in its output; give purge its filters and --to, or its --group)", cfg.Group, s.topic)
+	}
+	below := map[int32]int64{}
+	why := map[int32]string{}
+	for _, p := range parts {
+		below[p] = upTo[p]
+	}
+	cfg.Filter = cfg.Filter.At(time.Now())
+	if len(parts) > 0 {
+		err = deadletter.Scan(ctx, s.cl, deadletter.ScanConfig{Topic: s.topic, Partitions: parts, From: starts, To: upTo, IdleTimeout: s.idle}, func(rec *kgo.Record) error {
+			if _, stopped := why[rec.Partition]; stopped {
+				return nil
+			}
+			if _, reason := cfg.Decide(rec); reason != "" {
+				below[rec.Partition], why[rec.Partition] = rec.Offset, reason
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, s.explain(ctx, err)
+		}
+	}
+	var stops []string
+	for p, reason := range why {
+		if reason == deadletter.NotSelected {
+			reason = "the redrive's filters passed over it"
+		} else {
+			reason = "the redrive refused it: " + reason
+		}
+		stops = append(stops, fmt.Sprintf("partition %d: stops below offset %d, a letter that was not redriven (%s); %d letters up to the redrive's progress (%d) are kept",
+			p, below[p], reason, upTo[p]-below[p], upTo[p]))
+	}
+	return below, stops, nil
 }

@@ -279,9 +279,10 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 	r := l.Record
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	// Every value may come from the letter: escaped, as dlq ls does.
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+			fmt.Fprintf(tw, "%s\t%s\n", k, cli.Safe(v))
 		}
 	}
 	row("dead letter", fmt.Sprintf("%s %d:%d, %s (%s ago)", r.Topic, r.Partition, r.Offset, r.Timestamp.UTC().Format(deadletter.TimeLayout), cli.Age(now, r.Timestamp)))
@@ -353,18 +354,18 @@ func printDLQShow(w io.Writer, e dlqEntry, as string, now time.Time) error {
 				s = strconv.Quote(s)
 				s = s[1 : len(s)-1]
 			}
-			fmt.Fprintln(&b, indent(s))
+			fmt.Fprintln(&b, indent(cli.SafeText(s)))
 		case "json":
 			var buf bytes.Buffer
 			if json.Indent(&buf, kv.b, "", "  ") == nil {
-				fmt.Fprintln(&b, indent(buf.String()))
+				fmt.Fprintln(&b, indent(cli.SafeText(buf.String())))
 			}
 		case "hex":
 			fmt.Fprint(&b, indent(strings.TrimRight(hex.Dump(kv.b), "\n"))+"\n")
 		}
 	}
 	if l.StackTrace != "" {
-		fmt.Fprintf(&b, "\nstack trace:\n%s\n", indent(strings.TrimRight(l.StackTrace, "\n")))
+		fmt.Fprintf(&b, "\nstack trace:\n%s\n", indent(cli.SafeText(strings.TrimRight(l.StackTrace, "\n"))))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

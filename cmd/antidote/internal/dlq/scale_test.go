@@ -330,3 +330,106 @@ func TestIntegrationDLQSpring41(t *testing.T) {
 		t.Errorf("%d records redriven, %v", n, err)
 	}
 }
+
+// TestIntegrationDLQPurgeRedriven: purge --redriven after a filtered
+// redrive deletes only the letters before the first one the redrive
+// passed over, says where it stopped, and a group with no progress is an
+// error.
+func TestIntegrationDLQPurgeRedriven(t *testing.T) {
+	t.Setenv(cli.EnvBrokers, "")
+	c := kafkatest.New(t)
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dlq, src, other := c.Topic(t, "orders.dlq", 1), c.Topic(t, "orders", 1), c.Topic(t, "payments", 1)
+	clitest.ProduceLetters(t, cl, dlq, src, 0, 3)   // offsets 0-2: redriven
+	clitest.ProduceLetters(t, cl, dlq, other, 0, 1) // offset 3: passed over
+	clitest.ProduceLetters(t, cl, dlq, src, 0, 3)   // offsets 4-6: redriven
+	b := strings.Join(c.Brokers(), ",")
+	if code, out, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b, "--original-topic", src); code != 0 || !strings.Contains(out, "6") {
+		t.Fatalf("redrive: exit %d\n%s%s", code, out, errOut)
+	}
+	group := (&deadletter.RedriveConfig{Topic: dlq, Filter: deadletter.Filter{OriginalTopic: src}}).DefaultGroup()
+	logStart := func() int64 {
+		starts, _, err := deadletter.Bounds(context.Background(), cl, dlq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return starts[0]
+	}
+
+	// The redrive's group without its filters: refused, nothing deleted.
+	code, _, errOut := runCmd(t, "dlq", "purge", "--topic", dlq, "--brokers", b, "--redriven", "--group", group, "--yes")
+	clitest.CheckOneLineError(t, code, cli.ExitUsage, errOut, "give purge the redrive's own filters")
+	// A group that never redrove this topic: an error, nothing deleted.
+	code, _, errOut = runCmd(t, "dlq", "purge", "--topic", dlq, "--brokers", b, "--redriven", "--yes")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "has no progress on "+dlq)
+	code, _, errOut = runCmd(t, "dlq", "purge", "--topic", dlq, "--brokers", b, "--redriven", "--group", "no-such-group", "--yes")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "redrive group no-such-group has no progress")
+	if s := logStart(); s != 0 {
+		t.Fatalf("refused purges moved the log start to %d", s)
+	}
+
+	// With the redrive's filters: the three letters before the one it
+	// passed over, and a line that says so.
+	code, out, errOut := runCmd(t, "dlq", "purge", "--topic", dlq, "--brokers", b, "--redriven", "--original-topic", src, "--yes")
+	if code != 0 {
+		t.Fatalf("purge --redriven: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"partition 0: stops below offset 3, a letter that was not redriven (the redrive's filters passed over it); 4 letters", "deleted 3 records"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("purge --redriven output lacks %q:\n%s", want, out)
+		}
+	}
+	if s := logStart(); s != 3 {
+		t.Errorf("log start %d after purge --redriven, want 3 (the letter at 3 was never redriven)", s)
+	}
+	// Again: nothing more to delete, and it says why.
+	code, out, _ = runCmd(t, "dlq", "purge", "--topic", dlq, "--brokers", b, "--redriven", "--original-topic", src, "--yes")
+	if code != 0 || !strings.Contains(out, "stops below offset 3") || !strings.Contains(out, "nothing to delete") {
+		t.Errorf("second purge: exit %d\n%s", code, out)
+	}
+}
+
+// TestIntegrationDLQRedrivePartition: dlq redrive puts records back in
+// their original partition; --partitioner murmur2 by key; a typo is a
+// usage error.
+func TestIntegrationDLQRedrivePartition(t *testing.T) {
+	t.Setenv(cli.EnvBrokers, "")
+	c := kafkatest.New(t)
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dlq, src := c.Topic(t, "orders.dlq", 1), c.Topic(t, "orders", 3)
+	byKey := kgo.StickyKeyPartitioner(nil).ForTopic(src)
+	var rs []*kgo.Record
+	for i := 0; len(rs) < 3; i++ {
+		k := fmt.Sprint("k", i)
+		if byKey.Partition(&kgo.Record{Key: []byte(k)}, 3) != 2 {
+			rs = append(rs, &kgo.Record{Topic: dlq, Key: []byte(k), Value: []byte("v"), Headers: clitest.AntidoteHeaders(nil, src, 2, int64(i))})
+		}
+	}
+	kafkatest.Produce(t, cl, rs...)
+	b := strings.Join(c.Brokers(), ",")
+	code, _, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b, "--partitioner", "crc32")
+	clitest.CheckOneLineError(t, code, cli.ExitUsage, errOut, `--partitioner "crc32": want original or murmur2`)
+	if code, out, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b); code != 0 {
+		t.Fatalf("redrive: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "dlq", "redrive", "--topic", dlq, "--brokers", b, "--partitioner", "murmur2", "--group", "by-key"); code != 0 {
+		t.Fatalf("redrive --partitioner murmur2: exit %d\n%s%s", code, out, errOut)
+	}
+	rc := c.Client(t, deadletter.ScanOpts()...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := map[int32]int{}
+	if err := deadletter.Scan(ctx, rc, deadletter.ScanConfig{Topic: src}, func(r *kgo.Record) error {
+		if r.Partition == 2 {
+			in[2]++
+		} else if r.Partition == int32(byKey.Partition(r, 3)) {
+			in[-1]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if in[2] != 3 || in[-1] != 3 {
+		t.Errorf("%d records in their original partition 2 (want 3), %d where murmur2 puts them (want 3)", in[2], in[-1])
+	}
+}

@@ -145,12 +145,14 @@ const defaultHugeSize = 1000000
 // an existing topic.
 func NewCommand() *cobra.Command {
 	var (
-		topic     string
-		kind      string
-		count     int
-		partition int32
-		key       string
-		size      int
+		topic       string
+		kind        string
+		count       int
+		partition   int32
+		key         string
+		size        int
+		create      bool
+		createParts int32
 	)
 	var kindsHelp strings.Builder
 	for _, k := range poisonKinds {
@@ -160,7 +162,7 @@ func NewCommand() *cobra.Command {
 		Use:   "poison --topic TOPIC --kind KIND [--count N]",
 		Short: "Produce poison pills to a topic, to test a consumer",
 		Long: "Produce poison pills of one kind to an existing topic, so that you can see what\n" +
-			"your consumer does with them. The topic is never created.\n\nKinds:\n" + kindsHelp.String(),
+			"your consumer does with them. The topic must exist, unless --create creates it.\n\nKinds:\n" + kindsHelp.String(),
 		Example: `  antidote poison --brokers localhost:9092 --topic orders --kind garbage --count 10
   antidote poison --topic orders --kind unknown-schema --partition 0 --key order-42
   antidote poison --topic orders --kind huge --size 500000 -o json`,
@@ -179,6 +181,12 @@ func NewCommand() *cobra.Command {
 			if cmd.Flags().Changed("size") && k.name != "huge" {
 				return cli.Usagef("--size applies only to --kind huge")
 			}
+			if createParts < 1 {
+				return cli.Usagef("--create-partitions %d: must be at least 1", createParts)
+			}
+			if !create {
+				createParts = 0
+			}
 			if partition < -1 {
 				return cli.Usagef("--partition %d: must be 0 or more (or -1: let the partitioner choose)", partition)
 			}
@@ -188,7 +196,7 @@ func NewCommand() *cobra.Command {
 			}
 			g := cli.ReadGlobals(cmd)
 			res, err := producePoison(cmd.Context(), g, poisonRequest{
-				topic: topic, kind: k, count: count, partition: partition, key: keyBytes, size: size,
+				topic: topic, kind: k, count: count, partition: partition, key: keyBytes, size: size, create: createParts,
 			})
 			if err != nil {
 				return err
@@ -202,6 +210,8 @@ func NewCommand() *cobra.Command {
 	f.IntVarP(&count, "count", "n", 1, "number of poison pills")
 	f.Int32VarP(&partition, "partition", "p", -1, "partition to produce to (-1: by key, or spread when there is no key)")
 	f.StringVar(&key, "key", "", "record key (default: no key)")
+	f.BoolVar(&create, "create", false, "create the topic when it does not exist")
+	f.Int32Var(&createParts, "create-partitions", 3, "partitions of the topic --create creates")
 	f.IntVar(&size, "size", defaultHugeSize, "value size in bytes, for --kind huge")
 	_ = cmd.MarkFlagRequired("topic")
 	_ = cmd.MarkFlagRequired("kind")
@@ -210,6 +220,8 @@ func NewCommand() *cobra.Command {
 }
 
 type poisonRequest struct {
+	create    int32 // partitions of the topic to create when it is missing; 0: do not
+	created   bool
 	topic     string
 	kind      poisonKind
 	count     int
@@ -233,6 +245,7 @@ type poisonResult struct {
 	Count      int               `json:"count"`
 	Bytes      int64             `json:"bytes"`
 	Partitions []poisonPartition `json:"partitions"`
+	Created    bool              `json:"created,omitempty"` // by --create
 }
 
 func producePoison(ctx context.Context, g cli.Globals, req poisonRequest) (*poisonResult, error) {
@@ -256,7 +269,17 @@ func producePoison(ctx context.Context, g cli.Globals, req poisonRequest) (*pois
 		return nil, err
 	}
 	defer cl.Close()
-	parts, err := cli.TopicPartitions(ctx, kadm.NewClient(cl), g.Brokers, g.Timeout, req.topic)
+	adm := kadm.NewClient(cl)
+	parts, err := cli.TopicPartitions(ctx, adm, g.Brokers, g.Timeout, req.topic)
+	if errors.Is(err, cli.ErrNoTopic) {
+		if req.create < 1 {
+			return nil, fmt.Errorf("%w; add --create to create it (3 partitions, or --create-partitions N), or create it with your cluster's tools", err)
+		}
+		if parts, err = createTopic(ctx, adm, g, req.topic, req.create); err != nil {
+			return nil, err
+		}
+		req.created = true
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +288,7 @@ func producePoison(ctx context.Context, g cli.Globals, req poisonRequest) (*pois
 	}
 
 	recs := make([]*kgo.Record, req.count)
-	res := &poisonResult{Brokers: g.Brokers, Topic: req.topic, Kind: req.kind.name, Count: req.count}
+	res := &poisonResult{Brokers: g.Brokers, Topic: req.topic, Kind: req.kind.name, Count: req.count, Created: req.created}
 	for i := range recs {
 		v := req.kind.value(i, req.size)
 		res.Bytes += int64(len(v))
@@ -315,6 +338,9 @@ func printPoison(w io.Writer, g cli.Globals, res *poisonResult) error {
 		enc := json.NewEncoder(w)
 		return enc.Encode(res)
 	}
+	if res.Created {
+		fmt.Fprintf(w, "Created topic %s.\n", res.Topic)
+	}
 	fmt.Fprintf(w, "Produced %d %s poison pill(s) (%s) to %s on %s.\n\n", res.Count, res.Kind, humanBytes(res.Bytes), res.Topic, strings.Join(res.Brokers, ","))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tCOUNT\tOFFSETS")
@@ -336,4 +362,32 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// createTopic creates topic with parts partitions (and the cluster's
+// default replication) and waits until its metadata shows them.
+func createTopic(ctx context.Context, adm *kadm.Client, g cli.Globals, topic string, parts int32) (int32, error) {
+	cctx, cancel := context.WithTimeout(ctx, g.Timeout)
+	defer cancel()
+	resp, err := adm.CreateTopic(cctx, parts, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return 0, fmt.Errorf("creating topic %q: %w", topic, err)
+	}
+	for {
+		n, err := cli.TopicPartitions(cctx, adm, g.Brokers, g.Timeout, topic)
+		if err == nil && n > 0 {
+			return n, nil
+		}
+		if !errors.Is(err, cli.ErrNoTopic) && err != nil {
+			return 0, err
+		}
+		select {
+		case <-cctx.Done():
+			return 0, fmt.Errorf("topic %q was created but does not show in the metadata within %v", topic, g.Timeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

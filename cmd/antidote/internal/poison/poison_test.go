@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -211,8 +212,15 @@ func TestIntegrationPoisonErrors(t *testing.T) {
 	missing := kafkatest.UniqueName("no-such-topic")
 	code, _, stderr := runCmd(t, "poison", "--brokers", brokers, "--topic", missing, "--kind", "garbage")
 	clitest.CheckOneLineError(t, code, cli.ExitFailure, stderr, "topic \""+missing+"\" does not exist")
-	if !strings.Contains(stderr, "create it first") {
-		t.Errorf("no hint to create the topic: %s", stderr)
+	if !strings.Contains(stderr, "add --create to create it") || strings.Contains(stderr, "kafka-topics.sh") {
+		t.Errorf("no hint to create the topic with this command: %s", stderr)
+	}
+	code, out, stderr := runCmd(t, "poison", "--brokers", brokers, "--topic", missing, "--kind", "garbage", "--create", "--create-partitions", "2")
+	if code != 0 || !strings.Contains(out, "Created topic "+missing) {
+		t.Fatalf("poison --create: exit %d\n%s%s", code, out, stderr)
+	}
+	if n, err := cli.TopicPartitions(context.Background(), kadm.NewClient(c.Client(t)), c.Brokers(), 10*time.Second, missing); err != nil || n != 2 {
+		t.Errorf("the created topic has %d partitions (%v), want 2", n, err)
 	}
 
 	topic := c.Topic(t, "poison-errors", 2)

@@ -249,7 +249,56 @@ func parseRunFile(file string, b []byte, getenv func(string) (string, bool), rea
 	return p, nil
 }
 
+// validate checks the file and resolves its pipelines. It reports the
+// first error of the top-level sections and the first of each pipeline,
+// so that one --check shows what to fix across the file.
 func (p *runPlan) validate() error {
+	d, c := p.doc, &p.cfg
+	var errs []error
+	if err := p.validateTop(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Pipelines) == 0 {
+		errs = append(errs, d.errAt("pipelines", "required: at least one pipeline"))
+	}
+	names := map[string]int{}
+	for i := range c.Pipelines {
+		pp, err := p.validatePipeline(i)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if j, dup := names[pp.cfg.Name]; dup {
+			errs = append(errs, d.errAt(pp.path+".name", "%q is also the name of pipelines[%d]: names are unique", pp.cfg.Name, j))
+			continue
+		}
+		names[pp.cfg.Name] = i
+		p.pipelines = append(p.pipelines, pp)
+	}
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return fileErrors(errs)
+}
+
+// fileErrors are several errors of one file, each with its line.
+type fileErrors []error
+
+func (e fileErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("%d errors: %s", len(e), strings.Join(msgs, "; "))
+}
+
+func (e fileErrors) Unwrap() []error { return e }
+
+// validateTop checks the sections other than the pipelines.
+func (p *runPlan) validateTop() error {
 	d, c := p.doc, &p.cfg
 	if c.Kafka != nil && c.Context != "" {
 		return d.errAt("context", "give the connection once: kafka or context, not both")
@@ -306,21 +355,6 @@ func (p *runPlan) validate() error {
 		if r.Timeout < 0 {
 			return d.errAt("schema-registry.timeout", "negative")
 		}
-	}
-	if len(c.Pipelines) == 0 {
-		return d.errAt("pipelines", "required: at least one pipeline")
-	}
-	names := map[string]int{}
-	for i := range c.Pipelines {
-		pp, err := p.validatePipeline(i)
-		if err != nil {
-			return err
-		}
-		if j, dup := names[pp.cfg.Name]; dup {
-			return d.errAt(pp.path+".name", "%q is also the name of pipelines[%d]: names are unique", pp.cfg.Name, j)
-		}
-		names[pp.cfg.Name] = i
-		p.pipelines = append(p.pipelines, pp)
 	}
 	return nil
 }

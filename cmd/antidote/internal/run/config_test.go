@@ -288,3 +288,29 @@ func TestRunCheckContext(t *testing.T) {
 	code, _, errOut = runCmd(t, "--config", cfg, "run", "--check", "-c", run)
 	clitest.CheckOneLineError(t, code, cli.ExitUsage, errOut, `run.yaml:1: context: "staging" is not a context of `+cfg+" (it has: prod)")
 }
+
+// TestRunCheckAllErrors: --check reports an error of every section and
+// pipeline that has one, not only the first of the file.
+func TestRunCheckAllErrors(t *testing.T) {
+	f := clitest.WriteFile(t, "bad.yaml", `kafka:
+  brokers: [localhost:9092]
+admin: {address: "10.1.2.3:9180"}
+pipelines:
+  - name: a
+    topics: [orders]
+    value: {format: json}
+    sink: {http: {url: "http://localhost:8080/"}}
+  - name: b
+    topics: [payments]
+    group: payments
+    value: {format: json}
+    sink: {}
+`)
+	code, _, errOut := runCmd(t, "run", "--check", "-c", f)
+	clitest.CheckOneLineError(t, code, cli.ExitUsage, errOut, "3 errors: ")
+	for _, want := range []string{"bad.yaml:3: admin.address", "pipelines[0].group: required", "pipelines[1].sink: required"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("--check does not report %q: %s", want, errOut)
+		}
+	}
+}

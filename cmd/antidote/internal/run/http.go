@@ -162,7 +162,7 @@ func (s *httpSink) handle(ctx context.Context, r *consumer.Record[[]byte, []byte
 			return ctx.Err() // stopping or revoked: the record stays unsettled
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
-			return failure.Transient(fmt.Errorf("POST %s: no response within %v", s.shownURL, s.timeout))
+			return failure.Transient(&HTTPTimeoutError{URL: s.shownURL, Timeout: s.timeout})
 		}
 		return failure.Transient(fmt.Errorf("POST %s: %w", s.shownURL, unwrapURLError(err)))
 	}
@@ -208,6 +208,27 @@ func setRecordHeaders(h http.Header, r *consumer.Record[[]byte, []byte], content
 	}
 }
 
+// HTTPStatusError is the failure of a record the service answered with a
+// status (or an Antidote-Outcome) that is not success. Its type names the
+// dead letters of such records.
+type HTTPStatusError struct {
+	Status int // the HTTP status
+	msg    string
+}
+
+func (e *HTTPStatusError) Error() string { return e.msg }
+
+// HTTPTimeoutError is the failure of a record the service did not answer
+// within the sink's timeout.
+type HTTPTimeoutError struct {
+	URL     string // as shown: without credentials
+	Timeout time.Duration
+}
+
+func (e *HTTPTimeoutError) Error() string {
+	return fmt.Sprintf("POST %s: no response within %v", e.URL, e.Timeout)
+}
+
 // httpOutcome classifies a response: nil for processed, else an error
 // marked transient (with the Retry-After hint) or permanent.
 func httpOutcome(status int, h http.Header, body []byte, shownURL string, now time.Time) error {
@@ -223,9 +244,9 @@ func httpOutcome(status int, h http.Header, body []byte, shownURL string, now ti
 	case "processed":
 		return nil
 	case "transient":
-		return retryAfter(h, now, fmt.Errorf("%s (%s: transient)", msg, hdrOutcome))
+		return retryAfter(h, now, &HTTPStatusError{status, fmt.Sprintf("%s (%s: transient)", msg, hdrOutcome)})
 	case "permanent":
-		return failure.Permanent(fmt.Errorf("%s (%s: permanent)", msg, hdrOutcome))
+		return failure.Permanent(&HTTPStatusError{status, fmt.Sprintf("%s (%s: permanent)", msg, hdrOutcome)})
 	case "":
 	default:
 		v := cli.Safe(h.Get(hdrOutcome))
@@ -238,9 +259,9 @@ func httpOutcome(status int, h http.Header, body []byte, shownURL string, now ti
 	case status >= 200 && status <= 299:
 		return nil
 	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500 && status <= 599:
-		return retryAfter(h, now, errors.New(msg))
+		return retryAfter(h, now, &HTTPStatusError{status, msg})
 	}
-	return failure.Permanent(errors.New(msg))
+	return failure.Permanent(&HTTPStatusError{status, msg})
 }
 
 // retryAfter marks err transient, with the response's Retry-After as a hint.

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
 )
 
@@ -179,6 +180,10 @@ func TestHTTPSinkOutcomes(t *testing.T) {
 			if tc.msg != "" && !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("error %q does not hold %q", err, tc.msg)
 			}
+			// The dead letter names what failed, not *errors.errorString.
+			if typ := deadletter.ErrorType(err); typ != "*run.HTTPStatusError" {
+				t.Errorf("error type %q, want *run.HTTPStatusError", typ)
+			}
 		})
 	}
 }
@@ -196,7 +201,7 @@ func TestHTTPSinkTransport(t *testing.T) {
 	}), runHTTP{Timeout: 200 * time.Millisecond})
 	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for its handlers
 	err := s.handle(context.Background(), hostileRecord())
-	if c, _ := failure.MarkOf(err); c != failure.ClassTransient || !strings.Contains(err.Error(), "no response within 200ms") {
+	if c, _ := failure.MarkOf(err); c != failure.ClassTransient || !strings.Contains(err.Error(), "no response within 200ms") || deadletter.ErrorType(err) != "*run.HTTPTimeoutError" {
 		t.Fatalf("timeout: %v (class %v)", err, c)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
@@ -545,4 +547,92 @@ pipelines:
 	}
 	checkCommittedAtEnd(t, c, cleanGroup, raw)
 	checkCommittedAtEnd(t, c, mirrorGroup, raw)
+}
+
+// TestIntegrationRunFloodHint: when the flood guard trips, the log of
+// antidote run says the command that lets the pipeline go on.
+func TestIntegrationRunFloodHint(t *testing.T) {
+	t.Setenv(admin.EnvToken, "flood-token")
+	c := kafkatest.New(t)
+	raw, out := c.Topic(t, "run-flood", 1), c.Topic(t, "run-flood-out", 1)
+	var rs []*kgo.Record
+	for range 5 {
+		rs = append(rs, &kgo.Record{Topic: raw, Value: []byte("not json")})
+	}
+	kafkatest.Produce(t, c.Client(t), rs...)
+	file := clitest.WriteFile(t, "run.yaml", fmt.Sprintf(`kafka:
+  brokers: [%s]
+admin: {address: "127.0.0.1:0"}
+pipelines:
+  - name: flooded
+    topics: [%s]
+    group: %s
+    value: {format: json}
+    flood-guard: {window: 10, min: 2, share: 0.1}
+    sink:
+      kafka: {topic: %s}
+`, strings.Join(c.Brokers(), ", "), raw, kafkatest.UniqueName("flood"), out))
+	_, logs := startRun(t, file)
+	clitest.WaitFor(t, 60*time.Second, "the flood guard to trip", func() bool { return strings.Contains(logs.String(), "flood guard tripped: fetching is paused") }, logs.String)
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "flood guard tripped: fetching is paused") {
+			if !regexp.MustCompile(`let it go on: antidote ctl --admin http://127\.0\.0\.1:[1-9]\d* --consumer flooded flood resume`).MatchString(line) || !strings.Contains(line, `"pipeline":"flooded"`) {
+				t.Errorf("the flood guard's line does not say how to go on: %s", line)
+			}
+		}
+	}
+}
+
+// TestIntegrationRunTokenFile: without a token, antidote run generates
+// one and writes it to a file only its user reads; the log names the file
+// and never holds the token.
+func TestIntegrationRunTokenFile(t *testing.T) {
+	t.Setenv(admin.EnvToken, "")
+	c := kafkatest.New(t)
+	raw, out := c.Topic(t, "run-token", 1), c.Topic(t, "run-token-out", 1)
+	file := clitest.WriteFile(t, "run.yaml", fmt.Sprintf(`kafka:
+  brokers: [%s]
+admin: {address: "127.0.0.1:0"}
+pipelines:
+  - name: p
+    topics: [%s]
+    group: %s
+    value: {format: bytes}
+    sink:
+      kafka: {topic: %s}
+`, strings.Join(c.Brokers(), ", "), raw, kafkatest.UniqueName("token"), out))
+	_, logs := startRun(t, file)
+	var tokenFile, base string
+	clitest.WaitFor(t, 60*time.Second, "the token file and the admin API in the logs", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil {
+				if f, ok := m["token_file"].(string); ok {
+					tokenFile = f
+				}
+			}
+		}
+		base = adminFromLogs(logs.String())
+		return tokenFile != "" && base != ""
+	}, logs.String)
+	st, err := os.Stat(tokenFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %s: %v, mode %v; want 0600", tokenFile, err, st.Mode())
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(tokenFile)) })
+	b, _ := os.ReadFile(tokenFile)
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 32 || strings.Contains(logs.String(), tok) {
+		t.Fatalf("token %q: too short, or in the logs", tok)
+	}
+	req, _ := http.NewRequest("GET", strings.TrimSuffix(base, "/")+"/stats", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /stats with the file's token: %d", resp.StatusCode)
+	}
 }

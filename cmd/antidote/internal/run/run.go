@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -178,7 +179,7 @@ func (p *runPlan) check(cmd *cobra.Command) error {
 		fmt.Fprintf(w, "  registry    %s%s\n", redactURLs(r.URL), auth)
 	}
 	if a := p.cfg.Admin; a != nil {
-		tok := "a random token, logged at start"
+		tok := "a random token, in a file named at start"
 		switch {
 		case a.Token != "":
 			tok = "the file's token"
@@ -213,6 +214,29 @@ type runtime struct {
 	consumers map[string]*consumer.Consumer[[]byte, []byte]
 	order     []string
 	sinks     []sink
+	admin     string // the admin API's address, "" without one; set before the consumers run
+}
+
+// floodHint adds to the consumer's hooks a log line that says how an
+// operator of antidote run lets a consumer held by its flood guard go on.
+type floodHint struct {
+	consumer.Hooks
+	log  *slog.Logger
+	what func() string
+}
+
+func (h floodHint) FloodGuardTripped(f consumer.Flood) {
+	h.Hooks.FloodGuardTripped(f)
+	h.log.Error("flood guard tripped: fetching is paused; "+h.what(),
+		"topic", f.Topic, "partition", f.Partition, "offset", f.Offset, "dead_letters", f.DeadLetters, "window", f.Window)
+}
+
+// resumeHint says how to let pipeline go on after its flood guard tripped.
+func (rt *runtime) resumeHint(pipeline string) string {
+	if rt.admin == "" {
+		return "add an admin: section to the file to let it go on with antidote ctl flood resume, or restart"
+	}
+	return fmt.Sprintf("once the cause is fixed, let it go on: antidote ctl --admin http://%s --consumer %s flood resume", rt.admin, pipeline)
 }
 
 // sink is where a pipeline hands its records.
@@ -324,6 +348,9 @@ func (p *runPlan) run(cmd *cobra.Command, o runOptions) error {
 // build makes every pipeline's consumer and sink. Nothing runs yet.
 func (p *runPlan) build(rc *runConn, log *slog.Logger) (_ *runtime, err error) {
 	rt := &runtime{conn: rc, log: log, reg: prometheus.NewRegistry(), consumers: map[string]*consumer.Consumer[[]byte, []byte]{}}
+	if a := p.cfg.Admin; a != nil {
+		rt.admin = a.Address
+	}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -406,7 +433,7 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		FloodGuard:      pp.flood,
 		RetryTopics:     pp.retry,
 		Concurrency:     pp.conc,
-		Hooks:           m,
+		Hooks:           floodHint{Hooks: m, log: log.With("pipeline", pp.cfg.Name), what: func() string { return rt.resumeHint(pp.cfg.Name) }},
 	}
 	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema") {
 		br := rt.registry.Breaker()
@@ -438,7 +465,13 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 			return nil, err
 		}
 		tok = hex.EncodeToString(b[:])
-		log.Warn("admin API and console: no token set; this one is valid until the process stops", "token", tok)
+		// Not in the log, which is often shipped elsewhere: in a file
+		// that only this user can read.
+		file, err := writeTokenFile(tok)
+		if err != nil {
+			return nil, fmt.Errorf("admin: no token set, and the generated one could not be kept: %w (set admin.token or %s)", err, admin.EnvToken)
+		}
+		log.Warn("admin API and console: no token set; generated one for this process, in a file only this user can read (set admin.token or "+admin.EnvToken+" to choose it)", "token_file", file)
 	}
 	con, err := console.New(console.Config{
 		ClientOpts: append([]kgo.Opt{kgo.SeedBrokers(rt.conn.brokers...)}, rt.conn.opts...),
@@ -463,6 +496,7 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 	if err != nil {
 		return nil, fmt.Errorf("admin.address %s: %w", a.Address, err)
 	}
+	rt.admin = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -487,4 +521,18 @@ func (rt *runtime) close() {
 	for _, s := range rt.sinks {
 		s.close()
 	}
+}
+
+// writeTokenFile writes a generated token to a new file of a new folder
+// that only this user can read, and returns its path.
+func writeTokenFile(tok string) (string, error) {
+	dir, err := os.MkdirTemp("", "antidote-admin-")
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return file, nil
 }

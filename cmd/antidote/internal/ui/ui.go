@@ -33,9 +33,9 @@ const defaultUIListen = "127.0.0.1:9190"
 // letters, on loopback.
 func NewCommand() *cobra.Command {
 	var (
-		listen, registryURL string
-		topics              []string
-		hideValues          bool
+		listen, registryURL, token string
+		topics                     []string
+		hideValues                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -47,8 +47,9 @@ letter with its failure in plain words, its key, value and headers; and redrive
 of picked letters or of a filter, with a dry run first (as dlq redrive runs it:
 the same loop guard, the same resumable progress).
 
-It listens on a loopback address only. The login page asks for a token: the
-environment variable ` + admin.EnvToken + `, or a random one printed at start.
+It listens on a loopback address only. The login page asks for a token:
+--token, else the environment variable ` + admin.EnvToken + ` (the admin API's, so
+that one token opens both), else a random one printed at start.
 --registry decodes Avro keys and values through a schema registry;
 --hide-values shows keys and values as their size and SHA-256 only.`,
 		Example: `  antidote ui --context prod
@@ -88,7 +89,12 @@ environment variable ` + admin.EnvToken + `, or a random one printed at start.
 				}
 				cfg.Decode = avroJSON(reg)
 			}
-			generated := strings.TrimSpace(os.Getenv(admin.EnvToken)) == ""
+			from := "--token"
+			if token == "" {
+				token, from = strings.TrimSpace(os.Getenv(admin.EnvToken)), admin.EnvToken
+			}
+			cfg.Token = token
+			generated := token == ""
 			if generated {
 				// Printed below rather than logged by the console.
 				var b [12]byte
@@ -110,13 +116,14 @@ environment variable ` + admin.EnvToken + `, or a random one printed at start.
 			if generated {
 				fmt.Fprintf(cmd.OutOrStdout(), "antidote console at %s (token %s; set %s to choose it)\n", u, h.Token(), admin.EnvToken)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "antidote console at %s (token from %s)\n", u, admin.EnvToken)
+				fmt.Fprintf(cmd.OutOrStdout(), "antidote console at %s (token from %s)\n", u, from)
 			}
 			return serveUntil(ctx, ln, h)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&listen, "listen", defaultUIListen, "loopback address to listen on (host:port)")
+	fs.StringVar(&token, "token", "", "the token the login page asks for (env "+admin.EnvToken+"; default a random one, printed)")
 	fs.StringSliceVar(&topics, "topic", nil, "dead-letter topics to list (default: the context's topic, else every topic named like one)")
 	fs.StringVar(&registryURL, "registry", "", "schema registry URL: show Avro keys and values decoded")
 	fs.BoolVar(&hideValues, "hide-values", false, "show keys, values and original header values as size and SHA-256 only")

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -118,5 +119,33 @@ func TestUIRefusesRemote(t *testing.T) {
 	code := runContext(context.Background(), []string{"ui", "--listen", "0.0.0.0:9190"}, io.Discard, &errOut)
 	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "loopback") {
 		t.Errorf("exit %d: %s", code, errOut.String())
+	}
+}
+
+// TestIntegrationUIToken: --token is the token of the login page, and it
+// wins over the environment's.
+func TestIntegrationUIToken(t *testing.T) {
+	t.Setenv(admin.EnvToken, "env-token")
+	c := kafkatest.New(t)
+	var out clitest.SyncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- runContext(ctx, []string{"ui", "--brokers", strings.Join(c.Brokers(), ","), "--listen", "127.0.0.1:0", "--token", "flag-token"}, &out, io.Discard)
+	}()
+	defer func() { stop(); <-done }()
+	re := regexp.MustCompile(`antidote console at (http://127\.0\.0\.1:\d+/) \(token from --token\)`)
+	clitest.WaitFor(t, 30*time.Second, "antidote ui to print its address", func() bool { return re.MatchString(out.String()) }, out.String)
+	base := re.FindStringSubmatch(out.String())[1]
+	cl := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for tok, want := range map[string]int{"flag-token": http.StatusSeeOther, "env-token": http.StatusUnauthorized} {
+		resp, err := cl.PostForm(base+"login", url.Values{"token": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("login with %s: %d, want %d", tok, resp.StatusCode, want)
+		}
 	}
 }
