@@ -28,10 +28,18 @@ if ! go version -m "$helm" 2>/dev/null | awk -v v="$HELM_VERSION" '$1 == "mod" &
   step "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   GOBIN="$PWD/.cache/bin" GOWORK=off GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
-if ! python3 -c 'import yaml' 2>/dev/null; then
+# The first python3 with PyYAML: the one on PATH, else Debian's (where
+# python3-yaml installs it).
+py=""
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import yaml' 2>/dev/null; then py="$p"; break; fi
+done
+if [ -z "$py" ]; then
   if [ "${CI:-}" = true ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq python3-yaml >/dev/null
+    py=/usr/bin/python3
+    "$py" -c 'import yaml' || { echo "python3-yaml installed, but $py cannot import yaml"; exit 1; }
   else
     echo "python3 with PyYAML is needed (apt-get install python3-yaml)"; exit 1
   fi
@@ -54,7 +62,7 @@ for v in "${values[@]}"; do
   # The checks print the config and the Secret's values (as env and files)
   # for step 4.
   vf="$v"; [ "$v" = default ] && vf="$chart/values.yaml"
-  VALUES="$vf" python3 - "$tmp/$name.yaml" "$tmp/$name" <<'EOF'
+  VALUES="$vf" "$py" - "$tmp/$name.yaml" "$tmp/$name" <<'EOF'
 import os, sys, yaml
 
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]

@@ -6,7 +6,10 @@
 #  2. gofmt check, go vet, staticcheck (pinned as a Go tool in tools/go.mod),
 #     and the install check (scripts/installcheck.sh: every module packed at a
 #     version into a file-based module proxy, installed and used with
-#     GOWORK=off, as a user outside the repository would)
+#     GOWORK=off, as a user outside the repository would); the image
+#     (scripts/imagecheck.sh: its contents, and the demo in it under podman,
+#     installed when missing with CI=true) and the Helm chart
+#     (scripts/chartcheck.sh: helm lint and template, the rendered manifests)
 #  3. go test -race on the in-process kfake cluster
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
 #     integration tests (every test named *Integration*) again against it,
@@ -78,6 +81,12 @@ echo "ok"
 
 step "install check (modules from a local module proxy, GOWORK=off)"
 scripts/installcheck.sh
+
+step "image: contents, then the demo in it under podman (scripts/imagecheck.sh)"
+scripts/imagecheck.sh
+
+step "Helm chart: lint, template, manifests, antidote run --check (scripts/chartcheck.sh)"
+scripts/chartcheck.sh
 
 step "go test -race work (kfake, in-process)"
 go test -race -timeout "$TIMEOUT" work
