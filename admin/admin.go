@@ -316,6 +316,8 @@ func notReady(s consumer.Stats) string {
 	switch {
 	case s.Ready:
 		return ""
+	case s.Flood != nil:
+		return "held by the flood guard (POST /flood/resume, or antidote ctl flood resume)"
 	case s.Halted > 0:
 		return "halted by a failure policy"
 	case !s.Running:

@@ -321,6 +321,9 @@ func TestIntegrationFloodResume(t *testing.T) {
 	go func() { done <- cons.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	kafkatest.WaitFor(t, 30*time.Second, "the flood guard tripped", func() bool { return cons.Stats().Flood != nil })
+	if code, body := call(t, "GET", base+"/readyz", ""); code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body), "flood guard") {
+		t.Fatalf("readyz while the flood guard holds the consumer: %d %v; want 503 naming the flood guard", code, body)
+	}
 	if code, _ := call(t, "POST", base+"/flood/resume", "wrong"); code != http.StatusUnauthorized {
 		t.Fatalf("resume with a wrong token: %d; want 401", code)
 	}

@@ -13,6 +13,7 @@ var pageNames = []string{"login", "error", "topics", "topic", "letter", "dryrun"
 // parsePages parses the layout with each page.
 func parsePages(h *Handler) (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
+		"mul100": func(f float64) float64 { return 100 * f },
 		"time": func(t time.Time) string {
 			if t.IsZero() {
 				return ""

@@ -702,12 +702,12 @@ func (c *Consumer[K, V]) Stats() Stats {
 		return a.Topic < b.Topic || (a.Topic == b.Topic && a.Partition < b.Partition)
 	})
 	s.Running = c.runOnce.Load() && !isClosed(c.runDone) && c.runCtx.Err() == nil
-	s.Ready = s.Running && c.assigned.Load() > 0 && s.Halted == 0
+	s.Flood = c.flood.state()
+	s.Ready = s.Running && c.assigned.Load() > 0 && s.Halted == 0 && s.Flood == nil
 	s.DeadLetterTopics = c.dlq.states(false)
 	if c.tiers != nil {
 		s.RetryTopics = c.dlq.states(true)
 	}
-	s.Flood = c.flood.state()
 	if t := c.txn; t != nil {
 		t.mu.Lock()
 		s.TransactionsCommitted, s.TransactionsAborted = t.committed, t.aborted

@@ -82,10 +82,25 @@ type Flood struct {
 	Topic     string
 	Partition int32
 	Offset    int64
-	// DeadLetters of the last Window records of that partition.
+	// DeadLetters of the last Records settled records of that partition,
+	// counting the one that tripped it: more than Share of them, and at
+	// least Min. Window is the most records the guard looks at
+	// (FloodGuard.Window); Records is fewer until the partition has
+	// settled that many.
 	DeadLetters int
+	Records     int
 	Window      int
+	Share       float64
+	Min         int
 	Since       time.Time
+}
+
+// Percent is DeadLetters as a percentage of Records.
+func (f Flood) Percent() float64 {
+	if f.Records == 0 {
+		return 0
+	}
+	return 100 * float64(f.DeadLetters) / float64(f.Records)
 }
 
 // window counts one partition's most recent settled records and which of
@@ -121,11 +136,18 @@ func (w *window) wouldTrip(g *FloodGuard) bool {
 	if len(w.dead) == 0 || (w.grace && w.filled < len(w.dead)) {
 		return false
 	}
-	dead, n := w.count+1, min(w.filled+1, len(w.dead))
+	dead, n := w.next1()
+	return dead >= g.Min && float64(dead) > g.Share*float64(n)
+}
+
+// next1 returns the dead letters and the records the window would hold with
+// one more dead letter.
+func (w *window) next1() (dead, n int) {
+	dead, n = w.count+1, min(w.filled+1, len(w.dead))
 	if w.filled == len(w.dead) && w.dead[w.next] {
 		dead-- // the oldest entry leaves the window
 	}
-	return dead >= g.Min && float64(dead) > g.Share*float64(n)
+	return dead, n
 }
 
 // reset empties the window after a resume, with a grace of one full
@@ -176,16 +198,16 @@ func (p *partition[K, V]) guardFlood(rec *kgo.Record) (ok, skipped bool) {
 	}
 	p.lanes.lock()
 	trip := p.floodWin.wouldTrip(g)
-	dead, win := p.floodWin.count+1, len(p.floodWin.dead)
+	dead, n := p.floodWin.next1()
 	p.lanes.unlock()
 	if ch := c.flood.wait(); ch == nil && trip {
 		if g.Halt {
-			c.tripFlood(rec, dead, win, false)
+			c.tripFlood(rec, dead, n, false)
 			p.outcome(rec, "", 0, OutcomeHalted)
 			c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: "flood-guard", Err: ErrFlood})
 			return false, false
 		}
-		c.tripFlood(rec, dead, win, true)
+		c.tripFlood(rec, dead, n, true)
 	}
 	ch := c.flood.wait()
 	if ch == nil {
@@ -211,14 +233,15 @@ func (p *partition[K, V]) guardFlood(rec *kgo.Record) (ok, skipped bool) {
 
 // tripFlood records that the guard tripped on rec of p and, with pause,
 // stops the fetching of every topic until ResumeFlood.
-func (c *Consumer[K, V]) tripFlood(rec *kgo.Record, dead, window int, pause bool) {
+func (c *Consumer[K, V]) tripFlood(rec *kgo.Record, dead, records int, pause bool) {
 	c.flood.mu.Lock()
 	if c.flood.tripped != nil {
 		c.flood.mu.Unlock()
 		return
 	}
+	g := c.cfg.FloodGuard
 	f := &Flood{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
-		DeadLetters: dead, Window: window, Since: time.Now()}
+		DeadLetters: dead, Records: records, Window: g.Window, Share: g.Share, Min: g.Min, Since: time.Now()}
 	c.flood.tripped = f
 	c.flood.resumed = make(chan struct{})
 	c.flood.mu.Unlock()
@@ -226,9 +249,15 @@ func (c *Consumer[K, V]) tripFlood(rec *kgo.Record, dead, window int, pause bool
 		c.cl.PauseFetchTopics(c.cfg.Topics...)
 	}
 	c.stats.floodTrips.Add(1)
-	c.log.Error("flood guard tripped: too many records would be dead-lettered; the consumer waits until ResumeFlood (a bad deploy or a wrong schema?)",
-		"topic", f.Topic, "partition", f.Partition, "offset", f.Offset, "dead_letters", f.DeadLetters, "window", f.Window,
-		"share", c.cfg.FloodGuard.Share, "halt", !pause)
+	msg := fmt.Sprintf("flood guard tripped: %d of the last %d records of a partition would be dead-lettered (%.0f%%, more than %.0f%%); ",
+		f.DeadLetters, f.Records, f.Percent(), 100*f.Share)
+	if pause {
+		msg += "fetching is paused until the guard is resumed (Consumer.ResumeFlood, or POST /flood/resume on the admin API). A bad deploy or a wrong schema?"
+	} else {
+		msg += "the consumer halts (FloodGuard.Halt). A bad deploy or a wrong schema?"
+	}
+	c.log.Error(msg, "topic", f.Topic, "partition", f.Partition, "offset", f.Offset, "dead_letters", f.DeadLetters,
+		"records", f.Records, "share", f.Share, "halt", !pause)
 	if c.hooks != nil {
 		c.hooks.FloodGuardTripped(*f)
 	}

@@ -73,6 +73,15 @@ func TestIntegrationFloodGuard(t *testing.T) {
 	if f := s.Flood; f.Topic != topic || f.Partition != 0 || f.DeadLetters <= 10 || f.Window != 50 {
 		t.Fatalf("Flood = %+v; want partition 0 with its dead letters counted", f)
 	}
+	if s.Ready {
+		t.Fatal("Stats.Ready while the flood guard holds the consumer")
+	}
+	// The figures the operator reads: the dead letters of the records the
+	// window held, a share of them over the guard's.
+	if f := s.Flood; f.Records < f.DeadLetters || f.Records > f.Window || float64(f.DeadLetters) <= f.Share*float64(f.Records) ||
+		f.Share <= 0 || f.Min <= 0 || f.DeadLetters < f.Min || f.Percent() <= 100*f.Share {
+		t.Fatalf("Flood = %+v (%.1f%%); want the records the window held and the guard's share and minimum", f, f.Percent())
+	}
 	if s.DeadLettered >= 60 || s.FloodTrips != 1 || hooks.tripped.Load() != 1 {
 		t.Fatalf("stats %+v, hook %d; want the dead-lettering stopped by one trip", s, hooks.tripped.Load())
 	}
@@ -93,6 +102,9 @@ func TestIntegrationFloodGuard(t *testing.T) {
 		s := cons.Stats()
 		return s.DeadLettered == 60 && s.Processed == 70
 	})
+	if !cons.Stats().Ready {
+		t.Fatal("Stats.Ready false after the resume")
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

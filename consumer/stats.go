@@ -48,7 +48,8 @@ type Stats struct {
 	BufferedRecords int
 	BufferedBytes   int64
 	// Running: Run is running. Ready: Run is running, this member has
-	// partitions and nothing halted it (what a readiness probe asks).
+	// partitions, nothing halted it and the flood guard does not hold it
+	// (what a readiness probe asks).
 	Running bool
 	Ready   bool
 	// Partitions describes each partition this member works on, by topic

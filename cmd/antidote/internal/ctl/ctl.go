@@ -22,6 +22,7 @@ import (
 
 	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/consumer"
 )
 
 // EnvAdminURL is the fallback of antidote ctl's --admin flag.
@@ -163,8 +164,8 @@ variable ` + admin.EnvToken + `. With several consumers behind one admin API,
 			if err := c.post(cmd.Context(), "/flood/resume", nil, &out); err != nil {
 				return err
 			}
-			return c.print(cmd, out, fmt.Sprintf("%s: flood guard resumed (it tripped on %s/%d, %d dead letters of at most the last %d records)",
-				out.Consumer, terminalSafe(out.Resumed.Topic), out.Resumed.Partition, out.Resumed.DeadLetters, out.Resumed.Window))
+			return c.print(cmd, out, fmt.Sprintf("%s: flood guard resumed (it tripped on %s/%d: %d dead letters of the last %d records, %.0f%%)",
+				out.Consumer, terminalSafe(out.Resumed.Topic), out.Resumed.Partition, out.Resumed.DeadLetters, out.Resumed.Records, out.Resumed.Percent()))
 		},
 	}
 	cmd.AddCommand(status, retry, skip, pauseResume("pause"), pauseResume("resume"), flood)
@@ -310,14 +311,7 @@ type ctlStats struct {
 		LastError string
 	}
 	Dependencies map[string]string
-	Flood        *struct {
-		Topic       string
-		Partition   int32
-		Offset      int64
-		DeadLetters int
-		Window      int
-		Since       time.Time
-	}
+	Flood        *consumer.Flood
 }
 
 func (c *ctlClient) status(ctx context.Context, w io.Writer, asJSON bool) error {
@@ -380,8 +374,8 @@ func printCtlStatus(w io.Writer, name string, s ctlStats, now time.Time) {
 	}
 	fmt.Fprintf(w, "consumer %s: %s, retrying %s, brokers %s\n", terminalSafe(name), ready, onOff(s.RetryEnabled), terminalSafe(brokers))
 	if f := s.Flood; f != nil {
-		fmt.Fprintf(w, "  flood guard tripped on %s[%d] offset %d %s ago: %d dead letters of at most the last %d records; fetching is paused until antidote ctl flood resume\n",
-			terminalSafe(f.Topic), f.Partition, f.Offset, cli.Age(now, f.Since), f.DeadLetters, f.Window)
+		fmt.Fprintf(w, "  flood guard tripped on %s[%d] offset %d %s ago: %d dead letters of the last %d records (%.0f%%, more than %.0f%%); fetching is paused until antidote ctl flood resume\n",
+			terminalSafe(f.Topic), f.Partition, f.Offset, cli.Age(now, f.Since), f.DeadLetters, f.Records, f.Percent(), 100*f.Share)
 	}
 	fmt.Fprintf(w, "  consumed %d  processed %d  retried %d  dead-lettered %d  skipped %d  halted %d  dead-letter write errors %d  buffered %d records, %d bytes\n",
 		s.Consumed, s.Processed, s.Retried, s.DeadLettered, s.Skipped, s.Halted, s.DeadLetterWriteErrors, s.BufferedRecords, s.BufferedBytes)

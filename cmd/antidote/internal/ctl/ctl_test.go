@@ -261,13 +261,13 @@ func TestStatusFlood(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"Ready": true, "Running": true, "RetryEnabled": true,
 		"Brokers": {"Reachable": true},
 		"Partitions": [{"Topic": "orders", "Partition": 0, "State": "stuck", "Paused": "stuck"}],
-		"Flood": {"Topic": "orders", "Partition": 0, "Offset": 41, "DeadLetters": 100, "Window": 1000, "Since": "2026-01-01T00:00:00Z"}}`), &s); err != nil {
+		"Flood": {"Topic": "orders", "Partition": 0, "Offset": 41, "DeadLetters": 100, "Records": 160, "Window": 1000, "Share": 0.5, "Min": 100, "Since": "2026-01-01T00:00:00Z"}}`), &s); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
 	printCtlStatus(&b, "orders", s, time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC))
 	out := b.String()
-	for _, want := range []string{"consumer orders: HELD BY THE FLOOD GUARD,", "flood guard tripped on orders[0] offset 41 5m ago: 100 dead letters of at most the last 1000 records", "antidote ctl flood resume"} {
+	for _, want := range []string{"consumer orders: HELD BY THE FLOOD GUARD,", "flood guard tripped on orders[0] offset 41 5m ago: 100 dead letters of the last 160 records (62%, more than 50%)", "antidote ctl flood resume"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

@@ -228,7 +228,7 @@ type floodHint struct {
 func (h floodHint) FloodGuardTripped(f consumer.Flood) {
 	h.Hooks.FloodGuardTripped(f)
 	h.log.Error("flood guard tripped: fetching is paused; "+h.what(),
-		"topic", f.Topic, "partition", f.Partition, "offset", f.Offset, "dead_letters", f.DeadLetters, "window", f.Window)
+		"topic", f.Topic, "partition", f.Partition, "offset", f.Offset, "dead_letters", f.DeadLetters, "records", f.Records, "share", f.Share)
 }
 
 // resumeHint says how to let pipeline go on after its flood guard tripped.
