@@ -140,7 +140,7 @@ func run() error {
 	if !slices.Equal(letters, poison) {
 		return fmt.Errorf("orders.dlq holds %q, want %q", letters, poison)
 	}
-	deadLettered, err := counter(reg, "antidote_records_total", "outcome", consumer.OutcomeDeadLettered)
+	deadLettered, err := counter(reg, "antidote_records_total", "outcome", string(consumer.OutcomeDeadLettered))
 	if err != nil {
 		return err
 	}
