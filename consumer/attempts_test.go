@@ -24,12 +24,18 @@ import (
 // several keys may retry at once.
 func TestIntegrationDurableAttempts(t *testing.T) {
 	c := kafkatest.New(t)
-	for _, conc := range []int{0, 4} {
-		t.Run(fmt.Sprintf("concurrency-%d", conc), func(t *testing.T) { testDurableAttempts(t, c, conc) })
+	for _, batch := range []bool{false, true} {
+		for _, conc := range []int{0, 4} {
+			name := fmt.Sprintf("concurrency-%d", conc)
+			if batch {
+				name = "batch-" + name
+			}
+			t.Run(name, func(t *testing.T) { testDurableAttempts(t, c, conc, batch) })
+		}
 	}
 }
 
-func testDurableAttempts(t *testing.T, c *kafkatest.Cluster, conc int) {
+func testDurableAttempts(t *testing.T, c *kafkatest.Cluster, conc int, batch bool) {
 	topic := oneTopic(t, c, "durable", "ok", "always fails", "after")
 	group := kafkatest.UniqueName("durable")
 	var mu sync.Mutex
@@ -46,6 +52,22 @@ func testDurableAttempts(t *testing.T, c *kafkatest.Cluster, conc int) {
 	mod := func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
 		cfg.Concurrency = consumer.Concurrency{Max: conc}
+		if batch {
+			h := cfg.Handler
+			cfg.Handler = nil
+			cfg.BatchHandler = func(ctx context.Context, recs []*consumer.Record[string, string]) error {
+				errs := map[int]error{}
+				for i, r := range recs {
+					if err := h(ctx, r); err != nil {
+						errs[i] = err
+					}
+				}
+				if len(errs) > 0 {
+					return &consumer.BatchError{Errs: errs}
+				}
+				return nil
+			}
+		}
 		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(100*time.Millisecond), 8)
 	}
 	first := testConsumer(t, c, topic, group, serde.String(), handler, mod)

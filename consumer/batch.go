@@ -322,8 +322,12 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 	var since time.Time
 	defer p.clearStuck(first.Offset)
 	for attempt := 1; ; attempt++ {
-		for _, r := range rs {
+		for i, r := range rs {
 			r.Attempt, r.FirstFailure = attempt, since
+			if s, ok := p.retries[batch[i].rec.Offset]; ok {
+				// It was retrying before the restart: its tries go on.
+				r.Attempt, r.FirstFailure = s.attempts+attempt, s.first
+			}
 		}
 		err := p.callBatch(p.ctx, rs)
 		if p.ctx.Err() != nil {
@@ -349,9 +353,9 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 					continue
 				}
 				o, n, first := &origin{rec: b.rec}, attempt, since
-				if r, ok := p.retries[b.rec.Offset]; ok && r.attempts >= n {
-					// It was retrying alone before the restart.
-					o.saved, n, first = true, r.attempts+1, r.first
+				if r, ok := p.retries[b.rec.Offset]; ok {
+					// It was retrying before the restart.
+					o.saved, n, first = true, r.attempts+attempt, r.first
 				}
 				if !p.settleFailure(b.rec, o, deadletter.StageProcess, ferr, n, first) {
 					return false

@@ -113,8 +113,9 @@
 // handler, with transactions), TestIntegrationExactlyOnceKill (one at a time
 // and lanes, with transactions, under SIGKILL), TestIntegrationRetryTopics
 // (tiers with each way of reaching the handler, with and without
-// transactions) and TestIntegrationDurableAttempts (one at a time and
-// lanes); TestBatchConcurrency checks key shards on kfake alone.
+// transactions) and TestIntegrationDurableAttempts (each way of reaching the
+// handler); TestBatchConcurrency also checks on kfake that key shards run
+// batches at once, one shard per key.
 //
 // # Memory
 //
