@@ -204,7 +204,7 @@ start() {
     echo "127.0.0.1:$PORT"; return 0
   fi
   stop_quiet
-  for p in "$PORT" "$SPORT"; do
+  for p in "$PORT" "$CPORT" "$SPORT"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       die "port $p on 127.0.0.1 is taken by another process; set KAFKA_PORT"
     fi
