@@ -143,6 +143,9 @@ func (w *window) wouldTrip(g *FloodGuard) bool {
 // next1 returns the dead letters and the records the window would hold with
 // one more dead letter.
 func (w *window) next1() (dead, n int) {
+	if len(w.dead) == 0 {
+		return 0, 0 // no guard here (a retry tier)
+	}
 	dead, n = w.count+1, min(w.filled+1, len(w.dead))
 	if w.filled == len(w.dead) && w.dead[w.next] {
 		dead-- // the oldest entry leaves the window
