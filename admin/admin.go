@@ -28,6 +28,7 @@ type Consumer interface {
 	SetRetryEnabled(on bool)
 	RetryEnabled() bool
 	Skip(topic string, partition int32, offset int64) error
+	DeadLetter(topic string, partition int32, offset int64, who string) error
 	Pause(topic string, partition int32) error
 	Resume(topic string, partition int32) error
 	ResumeFlood() error
@@ -159,6 +160,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /metrics", h.read(h.serveMetrics))
 	m.HandleFunc("POST /retry", h.write(h.retry))
 	m.HandleFunc("POST /partitions/{topic}/{partition}/skip", h.write(h.skip))
+	m.HandleFunc("POST /partitions/{topic}/{partition}/deadletter", h.write(h.deadLetter))
 	m.HandleFunc("POST /partitions/{topic}/{partition}/pause", h.write(h.pause))
 	m.HandleFunc("POST /partitions/{topic}/{partition}/resume", h.write(h.resume))
 	m.HandleFunc("POST /flood/resume", h.write(h.resumeFlood))
@@ -166,11 +168,12 @@ func (h *Handler) routes() {
 	// mux's own answer is plain text).
 	for path, allow := range map[string]string{
 		"/healthz": "GET, HEAD", "/readyz": "GET, HEAD", "/stats": "GET, HEAD", "/metrics": "GET, HEAD",
-		"/retry":                                 "POST",
-		"/partitions/{topic}/{partition}/skip":   "POST",
-		"/partitions/{topic}/{partition}/pause":  "POST",
-		"/partitions/{topic}/{partition}/resume": "POST",
-		"/flood/resume":                          "POST",
+		"/retry":                               "POST",
+		"/partitions/{topic}/{partition}/skip": "POST",
+		"/partitions/{topic}/{partition}/deadletter": "POST",
+		"/partitions/{topic}/{partition}/pause":      "POST",
+		"/partitions/{topic}/{partition}/resume":     "POST",
+		"/flood/resume":                              "POST",
 	} {
 		m.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
@@ -444,20 +447,59 @@ func partitionPath(w http.ResponseWriter, r *http.Request) (string, int32, bool)
 	return topic, int32(p), true
 }
 
-func (h *Handler) skip(w http.ResponseWriter, r *http.Request) {
-	topic, part, ok := partitionPath(w, r)
-	if !ok {
-		return
-	}
+// stuckOffset reads the offset query parameter of an action on the record
+// a partition is stuck on.
+func stuckOffset(w http.ResponseWriter, r *http.Request, action string) (int64, bool) {
 	q := r.URL.Query()
 	if !q.Has("offset") {
-		writeError(w, http.StatusBadRequest, "missing query parameter offset: skip names the offset the partition is stuck on (see GET /stats)")
-		return
+		writeError(w, http.StatusBadRequest, "missing query parameter offset: "+action+" names the offset the partition is stuck on (see GET /stats)")
+		return 0, false
 	}
 	raw := q.Get("offset")
 	offset, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || offset < 0 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("malformed offset %q: want a number from 0", truncate(raw, 32)))
+		return 0, false
+	}
+	return offset, true
+}
+
+// deadLetter sends the record a partition is stuck on to its dead-letter
+// topic; the letter names who asked: the query parameter who, else the
+// admin API and the caller's address.
+func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
+	topic, part, ok := partitionPath(w, r)
+	if !ok {
+		return
+	}
+	offset, ok := stuckOffset(w, r, "deadletter")
+	if !ok {
+		return
+	}
+	name, c, ok := h.target(w, r)
+	if !ok {
+		return
+	}
+	who := r.URL.Query().Get("who")
+	if who == "" {
+		who = "admin API, " + r.RemoteAddr
+	}
+	if err := c.DeadLetter(topic, part, offset, who); err != nil {
+		h.log.Warn("admin: dead letter refused", "consumer", name, "topic", topic, "partition", part, "offset", offset, "remote", r.RemoteAddr, "err", err)
+		writeControlError(w, err)
+		return
+	}
+	h.log.Warn("admin: record sent to the dead-letter topic", "consumer", name, "topic", topic, "partition", part, "offset", offset, "who", who, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, PartitionResponse{Consumer: name, Topic: topic, Partition: part, Action: "dead-lettered", Offset: &offset})
+}
+
+func (h *Handler) skip(w http.ResponseWriter, r *http.Request) {
+	topic, part, ok := partitionPath(w, r)
+	if !ok {
+		return
+	}
+	offset, ok := stuckOffset(w, r, "skip")
+	if !ok {
 		return
 	}
 	name, c, ok := h.target(w, r)
@@ -530,7 +572,7 @@ func writeControlError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, consumer.ErrNotAssigned):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, consumer.ErrNotStuck), errors.Is(err, consumer.ErrNotFlooded):
+	case errors.Is(err, consumer.ErrNotStuck), errors.Is(err, consumer.ErrNotFlooded), errors.Is(err, consumer.ErrNotRetrying):
 		writeError(w, http.StatusConflict, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())

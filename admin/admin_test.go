@@ -23,12 +23,13 @@ import (
 // fake is a Consumer with one assigned partition, orders/0, stuck on
 // offset 5.
 type fake struct {
-	mu     sync.Mutex
-	ready  bool
-	retry  bool
-	paused bool
-	flood  bool
-	skips  []int64
+	mu      sync.Mutex
+	ready   bool
+	retry   bool
+	paused  bool
+	flood   bool
+	skips   []int64
+	letters []string // who asked, for each dead letter
 }
 
 func (f *fake) ResumeFlood() error {
@@ -64,6 +65,22 @@ func (f *fake) Skip(topic string, p int32, off int64) error {
 	}
 	f.mu.Lock()
 	f.skips = append(f.skips, off)
+	f.mu.Unlock()
+	return nil
+}
+func (f *fake) DeadLetter(topic string, p int32, off int64, who string) error {
+	if err := f.owned(topic, p); err != nil {
+		return err
+	}
+	switch off {
+	case 5:
+	case 6:
+		return fmt.Errorf("%w: offset 6 is stuck on its dead-letter write", consumer.ErrNotRetrying)
+	default:
+		return fmt.Errorf("%w: stuck on offset 5, not %d", consumer.ErrNotStuck, off)
+	}
+	f.mu.Lock()
+	f.letters = append(f.letters, who)
 	f.mu.Unlock()
 	return nil
 }
@@ -233,6 +250,11 @@ func TestRoutes(t *testing.T) {
 		{h, "POST", "/partitions/orders/0/skip?offset=4", "tok", 409, "", "not 4"},
 		{h, "POST", "/partitions/orders/1/skip?offset=5", "tok", 404, "", "not assigned"},
 		{h, "POST", "/partitions/orders/0/skip?offset=5", "tok", 200, "", ""},
+		{h, "POST", "/partitions/orders/0/deadletter", "tok", 400, "", "missing query parameter offset"},
+		{h, "POST", "/partitions/orders/0/deadletter?offset=4", "tok", 409, "", "not 4"},
+		{h, "POST", "/partitions/orders/0/deadletter?offset=6", "tok", 409, "", "dead-letter write"},
+		{h, "POST", "/partitions/orders/0/deadletter?offset=5&who=alice", "tok", 200, "", ""},
+		{h, "POST", "/partitions/orders/0/deadletter?offset=5", "tok", 200, "", ""},
 		{h, "POST", "/partitions/orders/0/pause", "tok", 200, "", ""},
 		{h, "POST", "/retry", "tok", 400, "", "missing query parameter enabled"},
 		{h, "POST", "/retry?enabled=" + strings.Repeat("x", 100), "tok", 400, "", "want on or off"},
@@ -246,6 +268,9 @@ func TestRoutes(t *testing.T) {
 		if len(msg) > 400 {
 			t.Errorf("%s %s: error of %d bytes: input echoed back untruncated", tc.method, tc.path, len(msg))
 		}
+	}
+	if len(f.letters) != 2 || f.letters[0] != "alice" || !strings.HasPrefix(f.letters[1], "admin API, ") {
+		t.Fatalf("dead letters asked by %q; want alice, then the admin API and the caller's address", f.letters)
 	}
 	if !f.paused || len(f.skips) != 1 {
 		t.Fatalf("paused %v, skips %v", f.paused, f.skips)

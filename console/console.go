@@ -279,6 +279,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"consumers/{name}", h.auth(h.consumerPage))
 	m.HandleFunc("POST "+p+"consumers/{name}/retry", h.action(h.setRetry))
 	m.HandleFunc("POST "+p+"consumers/{name}/skip", h.action(h.skip))
+	m.HandleFunc("POST "+p+"consumers/{name}/deadletter", h.action(h.deadLetter))
 	m.HandleFunc("POST "+p+"consumers/{name}/pause", h.action(h.pause))
 	m.HandleFunc("POST "+p+"consumers/{name}/resume", h.action(h.resume))
 	m.HandleFunc("POST "+p+"consumers/{name}/flood/resume", h.action(h.resumeFlood))

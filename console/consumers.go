@@ -162,21 +162,48 @@ func (h *Handler) partitionForm(w http.ResponseWriter, r *http.Request) (string,
 	return topic, int32(p), true
 }
 
-func (h *Handler) skip(w http.ResponseWriter, r *http.Request) {
-	name, c, ok := h.consumerOf(w, r)
+// stuckForm reads the consumer, partition and offset of an action on the
+// record a partition is stuck on.
+func (h *Handler) stuckForm(w http.ResponseWriter, r *http.Request) (name string, c admin.Consumer, topic string, p int32, o int64, ok bool) {
+	name, c, ok = h.consumerOf(w, r)
 	if !ok {
 		return
 	}
-	topic, p, ok := h.partitionForm(w, r)
+	topic, p, ok = h.partitionForm(w, r)
 	if !ok {
 		return
 	}
 	o, err := strconv.ParseInt(r.PostForm.Get("offset"), 10, 64)
 	if err != nil || o < 0 {
 		h.fail(w, r, http.StatusBadRequest, "offset: want the offset the partition is stuck on")
+		return name, c, topic, p, o, false
+	}
+	return name, c, topic, p, o, true
+}
+
+// deadLetter sends the record a partition is stuck on to its dead-letter
+// topic; the letter names the console and the caller's address.
+func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
+	name, c, topic, p, o, ok := h.stuckForm(w, r)
+	if !ok {
 		return
 	}
-	err = c.Skip(topic, p, o)
+	who := "console, " + r.RemoteAddr
+	err := c.DeadLetter(topic, p, o, who)
+	if err != nil {
+		h.log.Warn("console: dead letter refused", "consumer", name, "topic", topic, "partition", p, "offset", o, "remote", r.RemoteAddr, "err", err)
+	} else {
+		h.log.Warn("console: record sent to the dead-letter topic", "consumer", name, "topic", topic, "partition", p, "offset", o, "remote", r.RemoteAddr)
+	}
+	h.afterAction(w, r, name, c, fmt.Sprintf("dead-lettered %s[%d] offset %d", topic, p, o), err)
+}
+
+func (h *Handler) skip(w http.ResponseWriter, r *http.Request) {
+	name, c, topic, p, o, ok := h.stuckForm(w, r)
+	if !ok {
+		return
+	}
+	err := c.Skip(topic, p, o)
 	if err != nil {
 		h.log.Warn("console: skip refused", "consumer", name, "topic", topic, "partition", p, "offset", o, "remote", r.RemoteAddr, "err", err)
 	} else {

@@ -42,12 +42,13 @@ func (f *fakeConsumer) Stats() consumer.Stats {
 	}
 	return st
 }
-func (f *fakeConsumer) SetRetryEnabled(bool)               {}
-func (f *fakeConsumer) RetryEnabled() bool                 { return true }
-func (f *fakeConsumer) Skip(string, int32, int64) error    { return nil }
-func (f *fakeConsumer) ResumeFlood() error                 { return nil }
-func (f *fakeConsumer) Pause(topic string, p int32) error  { return f.set("pause", topic, p, true) }
-func (f *fakeConsumer) Resume(topic string, p int32) error { return f.set("resume", topic, p, false) }
+func (f *fakeConsumer) SetRetryEnabled(bool)                          {}
+func (f *fakeConsumer) RetryEnabled() bool                            { return true }
+func (f *fakeConsumer) Skip(string, int32, int64) error               { return nil }
+func (f *fakeConsumer) DeadLetter(string, int32, int64, string) error { return nil }
+func (f *fakeConsumer) ResumeFlood() error                            { return nil }
+func (f *fakeConsumer) Pause(topic string, p int32) error             { return f.set("pause", topic, p, true) }
+func (f *fakeConsumer) Resume(topic string, p int32) error            { return f.set("resume", topic, p, false) }
 func (f *fakeConsumer) set(what, topic string, p int32, on bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -5,7 +5,7 @@
 // words, its original coordinates, key, value and headers; redrive of picked
 // letters or of a filter, with a dry run first; and, for running consumers,
 // their partitions (state, stuck since, lag), the retry kill switch, skip of
-// a stuck record, pause and resume, and the flood guard.
+// a stuck record or its dead letter, pause and resume, and the flood guard.
 //
 // It is a plain [http.Handler] built by [New] from the standard library,
 // franz-go and the deadletter and admin packages. Pages are rendered on the

@@ -394,10 +394,15 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 			}
 			serr := sleep(rctx, wait, c.wakeSignal())
 			skipped := errors.Is(context.Cause(rctx), errSkipped)
+			who, lettered := byOperator(rctx)
 			rcancel(nil)
 			if skipped {
 				p.clearStuck(first.Offset)
 				return p.skip(first, &origin{rec: first}, deadletter.StageProcess, err, attempt, "operator") && p.handleBatch(batch[1:])
+			}
+			if lettered {
+				p.clearStuck(first.Offset)
+				return p.letterByOperator(first, &origin{rec: first}, deadletter.StageProcess, class, err, attempt, since, who) && p.handleBatch(batch[1:])
 			}
 			if serr != nil {
 				return false

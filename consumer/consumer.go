@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
 
+	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
 )
 
@@ -571,6 +572,27 @@ func (c *Consumer[K, V]) wakeSignal() <-chan struct{} {
 	c.wakeMu.Lock()
 	defer c.wakeMu.Unlock()
 	return c.wakeCh
+}
+
+// DeadLetter sends the record at offset that partition topic/part is stuck
+// on, retrying it (see [Stats.Stuck]), to its dead-letter topic instead of
+// retrying it more: the letter has reason operator, the failure that held
+// the record, and who in its message (an operator's name, for the record;
+// at most 200 bytes are kept). The partition moves past the record once the
+// letter is acknowledged, like any dead letter. It returns an error wrapping
+// [ErrNotStuck] when the partition is not stuck on that offset,
+// [ErrNotRetrying] when it is stuck but not retrying (waiting for a dead
+// letter already, or held by the flood guard), and [ErrNotAssigned] when this
+// member does not own the partition.
+func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who string) error {
+	p, err := c.owned(topic, part)
+	if err != nil {
+		return err
+	}
+	if who == "" {
+		who = "unnamed"
+	}
+	return p.letterStuck(offset, deadletter.Truncate(who, 200))
 }
 
 // Skip settles the record at offset that partition topic/part is stuck on

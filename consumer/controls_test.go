@@ -235,6 +235,97 @@ func TestOperatorSkip(t *testing.T) {
 	}
 }
 
+// TestOperatorDeadLetter: DeadLetter sends the record a partition is stuck
+// on, retrying, to the dead-letter topic with reason operator, the failure
+// that held it and who asked; the partition moves on past it. It runs one
+// record at a time, in lanes and in batches.
+func TestOperatorDeadLetter(t *testing.T) {
+	c := kafkatest.New(t)
+	for _, mode := range []string{"serial", "concurrency", "batch"} {
+		t.Run(mode, func(t *testing.T) {
+			topic := oneTopic(t, c, "oplet", "stuck", "next")
+			var next atomic.Bool
+			h := func(_ context.Context, r *consumer.Record[string, string]) error {
+				if r.Value == "stuck" {
+					return failure.Transient(errors.New("payments down"))
+				}
+				next.Store(true)
+				return nil
+			}
+			cons := stringConsumer(t, c, topic, h, func(cfg *consumer.Config[string, string]) {
+				cfg.Policy.Process.Transient.Retry = backoff.Fixed(50 * time.Millisecond)
+				switch mode {
+				case "concurrency":
+					cfg.Concurrency = consumer.Concurrency{Max: 4}
+				case "batch":
+					cfg.Handler = nil
+					cfg.Batching = consumer.Batching{Size: 1}
+					cfg.BatchHandler = func(ctx context.Context, rs []*consumer.Record[string, string]) error { return h(ctx, rs[0]) }
+				}
+			})
+			stop := runConsumer(t, cons)
+			kafkatest.WaitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
+			if err := cons.DeadLetter(topic, 0, 1, "alice"); !errors.Is(err, consumer.ErrNotStuck) {
+				t.Fatalf("DeadLetter at the wrong offset = %v; want ErrNotStuck", err)
+			}
+			if err := cons.DeadLetter(topic, 0, 0, "alice"); err != nil {
+				t.Fatalf("DeadLetter(0) = %v", err)
+			}
+			kafkatest.WaitFor(t, 30*time.Second, "next record", next.Load)
+			if err := cons.DeadLetter(topic, 0, 1, "alice"); !errors.Is(err, consumer.ErrNotStuck) {
+				t.Fatalf("DeadLetter on a flowing partition = %v; want ErrNotStuck", err)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if s := cons.Stats(); s.DeadLettered != 1 || s.Processed != 1 || s.Skipped != 0 {
+				t.Fatalf("stats %+v; want 1 dead-lettered, 1 processed", s)
+			}
+			letters := readAll(t, c, topic+".dlq")
+			if len(letters) != 1 || string(letters[0].Value) != "stuck" {
+				t.Fatalf("dead-letter topic holds %d records; want the stuck one", len(letters))
+			}
+			f, err := deadletter.ParseHeaders(deadletter.RecordOf(letters[0]).Headers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Reason != deadletter.ReasonOperator || f.Offset != 0 || f.Class != "transient" ||
+				!strings.Contains(f.Message, "alice") || !strings.Contains(f.Message, "payments down") {
+				t.Fatalf("letter %+v; want reason operator, offset 0, the failure that held it and who asked", f)
+			}
+			if got := committed(t, c, cons.Client().OptValue(kgo.ConsumerGroup).(string), topic)[0]; got != 2 {
+				t.Fatalf("committed %d; want 2", got)
+			}
+		})
+	}
+}
+
+// TestLetterCountedWhileNextRetries: a dead letter acknowledged while the
+// partition retries the next record is counted and its offset committed;
+// the retrying record does not hold it back. (Before: both waited until
+// the retrying record settled.)
+func TestLetterCountedWhileNextRetries(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "letterwait", "bad", "stuck")
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "bad" {
+			return failure.Permanent(errors.New("malformed"))
+		}
+		return failure.Transient(errors.New("down"))
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.Policy.Process.Transient.Retry = backoff.Fixed(20 * time.Millisecond)
+	})
+	stop := runConsumer(t, cons)
+	group := cons.Client().OptValue(kgo.ConsumerGroup).(string)
+	kafkatest.WaitFor(t, 30*time.Second, "the letter counted and committed while offset 1 retries", func() bool {
+		s := cons.Stats()
+		return s.DeadLettered == 1 && len(s.Stuck) == 1 && s.Stuck[0].Offset == 1 && committed(t, c, group, topic)[0] == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHalt: a Halt policy stops Run with an error naming the record and does
 // not commit past it.
 func TestHalt(t *testing.T) {

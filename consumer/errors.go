@@ -18,8 +18,8 @@ func configErr(key, reason string) error {
 // does not own.
 var ErrNotAssigned = errors.New("consumer: partition not assigned")
 
-// ErrNotStuck is returned by [Consumer.Skip] when the partition is not
-// retrying a record.
+// ErrNotStuck is returned by [Consumer.Skip] and [Consumer.DeadLetter] when
+// the partition is not stuck on the record.
 var ErrNotStuck = errors.New("consumer: partition is not stuck on a record")
 
 // ErrClosed is returned by [Consumer.Run] when it is called twice.
@@ -56,3 +56,8 @@ func IsHalt(err error) bool {
 	var h *HaltError
 	return errors.As(err, &h)
 }
+
+// ErrNotRetrying is returned by [Consumer.DeadLetter] when the partition is
+// stuck on the record but not retrying it: its dead letter is on its way
+// already, or the flood guard holds it.
+var ErrNotRetrying = errors.New("consumer: the stuck record is not being retried")

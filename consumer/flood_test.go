@@ -76,6 +76,9 @@ func TestIntegrationFloodGuard(t *testing.T) {
 	if s.Ready {
 		t.Fatal("Stats.Ready while the flood guard holds the consumer")
 	}
+	if err := cons.DeadLetter(topic, 0, s.Stuck[0].Offset, "bob"); !errors.Is(err, consumer.ErrNotRetrying) {
+		t.Fatalf("DeadLetter of a record the flood guard holds = %v; want ErrNotRetrying", err)
+	}
 	// The figures the operator reads: the dead letters of the records the
 	// window held, a share of them over the guard's.
 	if f := s.Flood; f.Records < f.DeadLetters || f.Records > f.Window || float64(f.DeadLetters) <= f.Share*float64(f.Records) ||

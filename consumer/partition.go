@@ -89,6 +89,21 @@ const stuckAfter = time.Second
 // errSkipped is the cause of a record context canceled by an operator skip.
 var errSkipped = errors.New("consumer: skipped by operator")
 
+// operatorLetter is the cause of a record context an operator canceled to
+// send its record to the dead-letter topic: who asked.
+type operatorLetter struct{ who string }
+
+func (o *operatorLetter) Error() string { return "consumer: dead-lettered by an operator (" + o.who + ")" }
+
+// byOperator returns who asked to dead-letter the record of ctx, if anyone.
+func byOperator(ctx context.Context) (who string, ok bool) {
+	var o *operatorLetter
+	if errors.As(context.Cause(ctx), &o) {
+		return o.who, true
+	}
+	return "", false
+}
+
 func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partition[K, V] {
 	ctx, stop := context.WithCancel(c.runCtx)
 	p := &partition[K, V]{

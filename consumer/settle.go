@@ -74,6 +74,12 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		if skipped() {
 			return p.skip(rec, o, stage, err, attempt, "operator")
 		}
+		if rcancel != nil {
+			if who, ok := byOperator(rctx); ok {
+				p.clearStuck(rec.Offset)
+				return p.letterByOperator(rec, o, stage, c.classify(stage, err), err, attempt, first, who)
+			}
+		}
 		if c.cfg.SkipIf != nil && p.skipFunc(rec, stage, err) {
 			p.clearStuck(rec.Offset)
 			return p.skip(rec, o, stage, err, attempt, "Config.SkipIf")
@@ -113,8 +119,20 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			if sleep(rctx, wait, wake) != nil || c.retryOff.Load() {
 				continue // stopping, skipped or kill switch: re-decide at the top
 			}
+			// The letters of records before this one, acknowledged
+			// meanwhile, are counted and their offsets marked: a record
+			// that retries for long does not hold them back.
+			if !p.beforeWait() {
+				return false
+			}
 			attempt++
+			pstage, perr := stage, err
 			stage, err = p.try(rctx, o, attempt, first)
+			if _, ok := byOperator(rctx); ok && err != nil {
+				// The try was cut short for the operator: the letter
+				// tells the failure that held the record.
+				stage, err, attempt = pstage, perr, attempt-1
+			}
 			if err == nil {
 				err = p.outputFailed(rec)
 			}
@@ -184,6 +202,20 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	p.untrack(o)
 	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err)
 	l.class, l.attempts = class, attempts
+	return p.settleLetter(rec, l)
+}
+
+// letterByOperator dead-letters rec because an operator asked (who), with
+// the failure that held it: reason ReasonOperator, the message naming who.
+func (p *partition[K, V]) letterByOperator(rec *kgo.Record, o *origin, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, who string) bool {
+	c := p.c
+	p.floodAdd(true)
+	p.untrack(o)
+	f := newFailure(c.cfg.Group, o.rec, stage, class, deadletter.ReasonOperator, err, attempts, first)
+	f.Message = deadletter.Truncate("dead-lettered by an operator ("+who+"): "+f.Message, deadletter.MaxMessageBytes)
+	l := c.dlq.newLetter(o.rec, f, err)
+	l.class, l.attempts = class, attempts
+	p.log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "err", err)
 	return p.settleLetter(rec, l)
 }
 

@@ -98,6 +98,28 @@ func (p *partition[K, V]) skipStuck(offset int64) error {
 		s.cancel(errSkipped)
 		return nil
 	}
+	return p.notStuckOn(offset)
+}
+
+// letterStuck ends the retries of the record at offset: it goes to the
+// dead-letter topic, by who.
+func (p *partition[K, V]) letterStuck(offset int64, who string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stuck[offset]
+	if s == nil || s.cancel == nil {
+		return p.notStuckOn(offset)
+	}
+	if s.reason != StuckRetrying {
+		return fmt.Errorf("%w: %s/%d offset %d is stuck on its %s, not retrying: skip it, or let the flood guard go on", ErrNotRetrying, p.topic, p.part, offset, s.reason)
+	}
+	s.cancel(&operatorLetter{who: who})
+	return nil
+}
+
+// notStuckOn is the error of an operator action on offset, which the
+// partition is not stuck on. p.mu is held.
+func (p *partition[K, V]) notStuckOn(offset int64) error {
 	var offs []int64
 	for off, s := range p.stuck {
 		if s.cancel != nil {

@@ -62,6 +62,9 @@ const (
 	// ReasonRetryDisabled: the failure could have been retried, but retrying
 	// was turned off by the kill switch.
 	ReasonRetryDisabled Reason = "retry-disabled"
+	// ReasonOperator: an operator sent the record a partition was stuck on
+	// to the dead-letter topic (the message names who asked).
+	ReasonOperator Reason = "operator"
 )
 
 // Header is one record header. Its layout matches franz-go's kgo.RecordHeader.

@@ -34,6 +34,8 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 		&kgo.Record{Topic: topic, Value: []byte("ok-1")},
 		&kgo.Record{Topic: topic, Value: []byte("poison-2")},
 		&kgo.Record{Topic: topic, Value: []byte("ok-2")},
+		&kgo.Record{Topic: topic, Value: []byte("poison-3")},
+		&kgo.Record{Topic: topic, Value: []byte("ok-3")},
 	)
 	var processed atomic.Int32
 	cons, err := consumer.New(consumer.Config[string, string]{
@@ -109,6 +111,21 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 		t.Errorf("after the skip: %d skipped, %d processed; want 1 and 1", st.Skipped, processed.Load())
 	}
 
+	// Dead-letter the record: it goes to the dead-letter topic (reason
+	// operator), and the consumer gets stuck on the next.
+	tb.run(t, "dead-letter",
+		chromedp.Navigate(tb.base+"/consumers/orders"),
+		chromedp.WaitVisible("button.deadletter", chromedp.ByQuery),
+		chromedp.Click("button.deadletter", chromedp.ByQuery),
+		chromedp.WaitVisible("#message", chromedp.ByID),
+	)
+	contains(t, "after dead-letter", tb.text(t, "#message"), "dead-lettered "+topic+"[0] offset 2")
+	kafkatest.WaitFor(t, 60*time.Second, "stuck on offset 4", stuckOn(4))
+	kafkatest.WaitFor(t, 60*time.Second, "poison-2 dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
+	if processed.Load() != 2 {
+		t.Errorf("after the dead letter: %d processed; want 2", processed.Load())
+	}
+
 	// The kill switch: retrying off, the record goes to the dead-letter
 	// topic, and the partition flows again.
 	if !cons.Stats().RetryEnabled {
@@ -126,11 +143,11 @@ func TestIntegrationConsoleConsumer(t *testing.T) {
 	if cons.Stats().RetryEnabled {
 		t.Error("Stats().RetryEnabled is still true after the kill switch")
 	}
-	kafkatest.WaitFor(t, 60*time.Second, "the second poison pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 1 })
-	kafkatest.WaitFor(t, 60*time.Second, "ok-2 processed", func() bool { return processed.Load() == 2 })
+	kafkatest.WaitFor(t, 60*time.Second, "the third poison pill dead-lettered", func() bool { return cons.Stats().DeadLettered == 2 })
+	kafkatest.WaitFor(t, 60*time.Second, "ok-3 processed", func() bool { return processed.Load() == 3 })
 	tb.run(t, "reload", chromedp.Navigate(tb.base+"/consumers/orders"), chromedp.WaitVisible("#partitions", chromedp.ByID))
 	contains(t, "after the kill switch", tb.text(t, "#partitions tbody tr"), "flowing")
-	contains(t, "after the kill switch", tb.text(t, "#dead-lettered"), "1")
+	contains(t, "after the kill switch", tb.text(t, "#dead-lettered"), "2")
 
 	// Retrying on again.
 	tb.run(t, "retrying on", chromedp.Click("#kill", chromedp.ByID), chromedp.WaitVisible("#kill.danger", chromedp.ByQuery))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,8 +46,8 @@ func NewCommand() *cobra.Command {
 		Short: "See and steer a running consumer through its admin API",
 		Long: `Talk to the admin API of a running Antidote consumer (package admin): show
 its partitions, lag and stuck records, flip the retry kill switch, skip the
-record a partition is stuck on, pause and resume a partition, resume a
-consumer stopped by its flood guard.
+record a partition is stuck on or send it to its dead-letter topic, pause
+and resume a partition, resume a consumer stopped by its flood guard.
 
 The token is the admin API's bearer token: --token, or the environment
 variable ` + admin.EnvToken + `. With several consumers behind one admin API,
@@ -54,11 +55,12 @@ variable ` + admin.EnvToken + `. With several consumers behind one admin API,
 		Example: `  antidote ctl --admin http://127.0.0.1:9180 status
   antidote ctl --admin http://127.0.0.1:9180 retry off
   antidote ctl --admin http://127.0.0.1:9180 skip orders 3 1234
+  antidote ctl --admin http://127.0.0.1:9180 deadletter orders 3 1234 --who alice
   antidote ctl --admin http://127.0.0.1:9180 pause orders 3
   antidote ctl --admin http://127.0.0.1:9180 flood resume`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.Usagef("ctl: name a command: status, retry, skip, pause, resume or flood")
+			return cli.Usagef("ctl: name a command: status, retry, skip, deadletter, pause, resume or flood")
 		},
 	}
 	pf := cmd.PersistentFlags()
@@ -101,30 +103,48 @@ variable ` + admin.EnvToken + `. With several consumers behind one admin API,
 			return c.print(cmd, out, fmt.Sprintf("%s: retrying %s", out.Consumer, onOff(out.RetryEnabled)))
 		},
 	}
-	skip := &cobra.Command{
-		Use:   "skip TOPIC PARTITION OFFSET",
-		Short: "Skip the record a partition is stuck on (refused unless it is stuck on exactly OFFSET)",
-		Args:  cobra.ExactArgs(3),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			part, err := partitionArg(args[1])
-			if err != nil {
-				return err
-			}
-			off, err := strconv.ParseInt(args[2], 10, 64)
-			if err != nil || off < 0 {
-				return cli.Usagef("offset %q: want a number from 0", args[2])
-			}
-			c, err := client(cmd)
-			if err != nil {
-				return err
-			}
-			var out admin.PartitionResponse
-			if err := c.post(cmd.Context(), partitionPath(args[0], part, "skip"), url.Values{"offset": {strconv.FormatInt(off, 10)}}, &out); err != nil {
-				return err
-			}
-			return c.print(cmd, out, fmt.Sprintf("%s: skipped %s/%d at offset %d", out.Consumer, out.Topic, out.Partition, off))
-		},
+	// stuckAction is a command on the record a partition is stuck on.
+	stuckAction := func(use, short, action, done string, extra func(*cobra.Command, url.Values)) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " TOPIC PARTITION OFFSET",
+			Short: short,
+			Args:  cobra.ExactArgs(3),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				part, err := partitionArg(args[1])
+				if err != nil {
+					return err
+				}
+				off, err := strconv.ParseInt(args[2], 10, 64)
+				if err != nil || off < 0 {
+					return cli.Usagef("offset %q: want a number from 0", args[2])
+				}
+				c, err := client(cmd)
+				if err != nil {
+					return err
+				}
+				q := url.Values{"offset": {strconv.FormatInt(off, 10)}}
+				if extra != nil {
+					extra(cmd, q)
+				}
+				var out admin.PartitionResponse
+				if err := c.post(cmd.Context(), partitionPath(args[0], part, action), q, &out); err != nil {
+					return err
+				}
+				return c.print(cmd, out, fmt.Sprintf("%s: %s %s/%d at offset %d", out.Consumer, done, out.Topic, out.Partition, off))
+			},
+		}
 	}
+	skip := stuckAction("skip", "Skip the record a partition is stuck on (refused unless it is stuck on exactly OFFSET)", "skip", "skipped", nil)
+	var who string
+	deadLetter := stuckAction("deadletter",
+		"Send the record a partition is stuck on, retrying, to its dead-letter topic (reason operator; refused unless it is stuck on exactly OFFSET)",
+		"deadletter", "dead-lettered", func(_ *cobra.Command, q url.Values) {
+			if who == "" {
+				who = defaultWho()
+			}
+			q.Set("who", who)
+		})
+	deadLetter.Flags().StringVar(&who, "who", "", "who asks, named in the letter (default: antidote ctl, your user and host)")
 	pauseResume := func(action string) *cobra.Command {
 		return &cobra.Command{
 			Use:   action + " TOPIC PARTITION",
@@ -168,7 +188,7 @@ variable ` + admin.EnvToken + `. With several consumers behind one admin API,
 				out.Consumer, terminalSafe(out.Resumed.Topic), out.Resumed.Partition, out.Resumed.DeadLetters, out.Resumed.Records, out.Resumed.Percent()))
 		},
 	}
-	cmd.AddCommand(status, retry, skip, pauseResume("pause"), pauseResume("resume"), flood)
+	cmd.AddCommand(status, retry, skip, deadLetter, pauseResume("pause"), pauseResume("resume"), flood)
 	return cmd
 }
 
@@ -444,4 +464,17 @@ func terminalSafe(s string) string {
 		b.WriteString(q[1 : len(q)-1])
 	}
 	return b.String()
+}
+
+// defaultWho names who asks for a dead letter when --who is not given: the
+// command, the user and the host.
+func defaultWho() string {
+	who := "antidote ctl"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		who += ", " + u.Username
+		if h, err := os.Hostname(); err == nil && h != "" {
+			who += "@" + h
+		}
+	}
+	return who
 }

@@ -273,3 +273,24 @@ func TestStatusFlood(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationCtlDeadLetter: ctl deadletter sends the record a partition
+// is stuck on to its dead-letter topic, refuses an offset it is not stuck
+// on, and the partition moves on.
+func TestIntegrationCtlDeadLetter(t *testing.T) {
+	url, topic, cons, done := ctlRig(t)
+	ctl := func(args ...string) (int, string, string) {
+		return runCmd(t, append([]string{"ctl", "--admin", url, "--token", ctlToken}, args...)...)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "stuck", func() bool { return len(cons.Stats().Stuck) == 1 })
+	code, _, errOut := ctl("deadletter", topic, "0", "1", "--who", "alice")
+	clitest.CheckOneLineError(t, code, cli.ExitFailure, errOut, "409 Conflict: consumer: partition is not stuck on a record")
+	if code, out, errOut := ctl("deadletter", topic, "0", "0", "--who", "alice"); code != 0 || !strings.Contains(out, "dead-lettered "+topic+"/0 at offset 0") {
+		t.Fatalf("deadletter: %d %q %q", code, out, errOut)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "the record after the dead-lettered one", func() bool { return done.Load() == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "the letter acknowledged", func() bool { return cons.Stats().DeadLettered == 1 })
+	if s := cons.Stats(); s.DeadLettered != 1 || s.Skipped != 0 {
+		t.Fatalf("DeadLettered %d, Skipped %d; want 1, 0", s.DeadLettered, s.Skipped)
+	}
+}

@@ -58,6 +58,9 @@ func (f *forward) Pause(t string, p int32) error         { return f.get().Pause(
 func (f *forward) Resume(t string, p int32) error        { return f.get().Resume(t, p) }
 func (f *forward) ResumeFlood() error                    { return f.get().ResumeFlood() }
 func (f *forward) Skip(t string, p int32, o int64) error { return f.get().Skip(t, p, o) }
+func (f *forward) DeadLetter(t string, p int32, o int64, who string) error {
+	return f.get().DeadLetter(t, p, o, who)
+}
 
 // checkAdminAddr validates --admin before anything starts: a loopback
 // host:port.
