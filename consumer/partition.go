@@ -93,7 +93,9 @@ var errSkipped = errors.New("consumer: skipped by operator")
 // send its record to the dead-letter topic: who asked.
 type operatorLetter struct{ who string }
 
-func (o *operatorLetter) Error() string { return "consumer: dead-lettered by an operator (" + o.who + ")" }
+func (o *operatorLetter) Error() string {
+	return "consumer: dead-lettered by an operator (" + o.who + ")"
+}
 
 // byOperator returns who asked to dead-letter the record of ctx, if anyone.
 func byOperator(ctx context.Context) (who string, ok bool) {
