@@ -47,7 +47,7 @@ func TestIntegrationRedriveThenProcess(t *testing.T) {
 	fixed.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := deadletter.Redrive(ctx, c.Client(t), deadletter.RedriveConfig{Topic: topic + ".dlq"})
+	res, err := deadletter.Redrive(ctx, c.Client(t, deadletter.ScanOpts()...), deadletter.RedriveConfig{Topic: topic + ".dlq"})
 	if err != nil || res.Redriven != 8 {
 		t.Fatalf("Redrive = %+v, %v; want 8 redriven", res, err)
 	}
