@@ -38,6 +38,10 @@ type Consumer[K, V any] struct {
 	brokers    brokerWatch
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
 
+	// share is the source of a share-group member, nil unless
+	// Config.ShareGroup (share.go).
+	share *shareSource[K, V]
+
 	retryOff atomic.Bool
 	// wakeCh is closed and replaced to wake every sleeping retry: when the
 	// kill switch flips, or on WakeRetries.
@@ -72,6 +76,9 @@ type tp struct {
 // with an error that wraps [ErrConfig] and names the key. The kill switch
 // [EnvRetryDisabled] is read here.
 func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
+	if cfg.ShareGroup != "" {
+		return newShare(cfg)
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -254,6 +261,9 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 
 	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
 	go c.brokers.watch(runCtx, c.log, c.cl.OptValue(kgo.SeedBrokers))
+	if c.share != nil {
+		return c.share.run(runCtx)
+	}
 	if c.txn != nil {
 		c.beginTxns(runCtx)
 	}
