@@ -480,3 +480,72 @@ func TestIntegrationShareDeliveryLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationShareStop: a member that stops while it holds records
+// (its handler waiting) acknowledges none of them: they are released, and
+// the next member processes every one, on a later delivery.
+func TestIntegrationShareStop(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "share-stop", 1)
+	group := kafkatest.UniqueName("share-stop-group")
+	recs := shareRecords(topic, 10)
+	for i, r := range recs {
+		r.Partition = 0
+		r.Value, _ = json.Marshal(shareJob{ID: i, Kind: kindOK})
+	}
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
+
+	held := make(chan struct{}, 1)
+	a, err := consumer.New(shareConfig(c, t, topic, group, func(ctx context.Context, r *consumer.Record[string, shareJob]) error {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopA := runConsumer(t, a)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first member got no record")
+	}
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.Processed+s.DeadLettered+s.Skipped != 0 {
+		t.Fatalf("the stopped member settled records: %+v", s)
+	}
+
+	var mu sync.Mutex
+	got := map[int]int32{}
+	b, err := consumer.New(shareConfig(c, t, topic, group, func(ctx context.Context, r *consumer.Record[string, shareJob]) error {
+		mu.Lock()
+		got[r.Value.ID] = r.Raw.DeliveryCount()
+		mu.Unlock()
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, b)
+	kafkatest.WaitFor(t, 30*time.Second, "every record processed by the next member", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == len(recs)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	again := 0
+	for _, d := range got {
+		if d >= 2 {
+			again++
+		}
+	}
+	if again == 0 {
+		t.Errorf("no record was delivered a second time: the first member held none (%v)", got)
+	}
+}
