@@ -160,6 +160,7 @@ func TestShareChild(t *testing.T) {
 // records are spread over the members.
 func TestIntegrationShareGroup(t *testing.T) {
 	c := kafkatest.New(t)
+	c.RequireShareGroups(t)
 	topic := c.Topic(t, "share", 3)
 	group := kafkatest.UniqueName("share-group")
 	const n = 300
@@ -347,6 +348,7 @@ func setGroupConfig(t testing.TB, c *kafkatest.Cluster, group, key, value string
 // and the delivery limit is the group's.
 func TestIntegrationShareRenew(t *testing.T) {
 	c := kafkatest.New(t, kfake.BrokerConfigs(map[string]string{"group.share.record.lock.duration.ms": "2000", "share.record.lock.sweep.interval.ms": "200"}))
+	c.RequireShareGroups(t)
 	topic := c.Topic(t, "share-renew", 1)
 	group := kafkatest.UniqueName("share-renew-group")
 	if c.Real() {
@@ -445,6 +447,7 @@ func TestShareConfig(t *testing.T) {
 // broker, which would archive it.
 func TestIntegrationShareDeliveryLimit(t *testing.T) {
 	c := kafkatest.New(t, kfake.BrokerConfigs(map[string]string{"group.share.delivery.count.limit": "3"}))
+	c.RequireShareGroups(t)
 	topic := c.Topic(t, "share-limit", 1)
 	group := kafkatest.UniqueName("share-limit-group")
 	if c.Real() {
@@ -486,6 +489,7 @@ func TestIntegrationShareDeliveryLimit(t *testing.T) {
 // the next member processes every one, on a later delivery.
 func TestIntegrationShareStop(t *testing.T) {
 	c := kafkatest.New(t)
+	c.RequireShareGroups(t)
 	topic := c.Topic(t, "share-stop", 1)
 	group := kafkatest.UniqueName("share-stop-group")
 	recs := shareRecords(topic, 10)
