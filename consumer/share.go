@@ -364,7 +364,10 @@ func (s *shareSource[K, V]) run(ctx context.Context) error {
 	s.deliveryLimit(ctx)
 	c.assigned.Store(1) // Stats.Ready: records come from the group, not from assigned partitions
 	for ctx.Err() == nil {
-		fs := c.cl.PollRecords(ctx, c.cfg.Share.MaxRecords)
+		// Everything the fetch brought, even past MaxRecords (the broker
+		// does not split a record batch): a record left in the client
+		// would wait unseen, its lock running out.
+		fs := c.cl.PollFetches(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			break
 		}
