@@ -154,7 +154,7 @@
 // both retrying and releasing off. A new group reads only records produced
 // after it started unless [Share.FromEarliest] is set.
 //
-// Concurrency: a member acquires up to [Share.MaxRecords] records per poll
+// Concurrency: a member acquires about [Share.MaxRecords] records per poll
 // (500) and handles them [Concurrency].Max at once (one by default), the
 // records of one key in a poll one at a time, in offset order. It polls again only when every record
 // of the last poll is settled, because franz-go's next poll ACCEPTs every

@@ -59,8 +59,9 @@ type Share struct {
 	// after it started). It changes the group's config for every member.
 	// Optional: off.
 	FromEarliest bool
-	// MaxRecords bounds the records one poll acquires
-	// (kgo.ShareMaxRecords). Optional: 500.
+	// MaxRecords is how many records one poll asks the broker for
+	// (kgo.ShareMaxRecords); the broker may return a few more rather than
+	// split a record batch. Optional: 500.
 	MaxRecords int
 }
 
