@@ -173,9 +173,9 @@
 // lock runs out; they are then delivered again with their delivery count
 // raised, and a record that was on its last delivery is archived by the
 // broker instead: it reaches Kafka's own dead-letter topic, if the group
-// has one, not ours. Processing is at least once: a member that stops
-// after processing a record but before its ACCEPT reached the broker sees
-// it handled again elsewhere. [Stats] counts records as for a consumer
+// has one, not ours. Processing is at least once: a record whose ACCEPT
+// did not reach the broker (the member died, the connection dropped) is
+// delivered again, and handled, or dead-lettered, a second time. [Stats] counts records as for a consumer
 // group, with releases as [OutcomeReleased] in Stats.Outcomes; Pause,
 // Resume, Skip and the flood guard are not part of this mode.
 // [RetryTopics], [ExactlyOnce], a [BatchHandler] and DurableAttempts.Topic
