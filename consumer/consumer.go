@@ -724,6 +724,9 @@ func (c *Consumer[K, V]) Stats() Stats {
 		t.mu.Unlock()
 	}
 	s.Brokers = c.brokers.state()
+	if c.share != nil {
+		s.ShareGroup = c.share.state()
+	}
 	if len(c.cfg.Dependencies) > 0 {
 		s.Dependencies = make(map[string]string, len(c.cfg.Dependencies))
 		for name, state := range c.cfg.Dependencies {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -473,6 +474,9 @@ func TestIntegrationShareDeliveryLimit(t *testing.T) {
 	if released != 2 {
 		t.Errorf("released %d times, want 2 (deliveries 1 and 2)", released)
 	}
+	if g := s.ShareGroup; g == nil || g.DeliveryLimit != 3 || len(g.Problems) != 0 {
+		t.Errorf("Stats.ShareGroup = %+v, want the limit 3 and no problems", g)
+	}
 	letters := readAll(t, c, topic+".dlq")
 	if len(letters) != 1 {
 		t.Fatalf("%d letters, want 1", len(letters))
@@ -551,5 +555,52 @@ func TestIntegrationShareStop(t *testing.T) {
 	}
 	if again == 0 {
 		t.Errorf("no record was delivered a second time: the first member held none (%v)", got)
+	}
+}
+
+// TestIntegrationShareBrokerDLQ: a share group whose broker dead-letter
+// topic (Kafka 4.4) would lose records, or whose renewals are off, is
+// reported in Stats with what to change; one set up right is not.
+func TestIntegrationShareBrokerDLQ(t *testing.T) {
+	c := kafkatest.New(t)
+	c.RequireShareGroups(t)
+	if !c.Real() {
+		t.Skip("kfake has no broker dead-letter topics")
+	}
+	topic := c.Topic(t, "share-guard", 1)
+	problems := func(group string) []string {
+		m, err := consumer.New(shareConfig(c, t, topic, group, shareHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runConsumer(t, m)
+		defer stop()
+		kafkatest.WaitFor(t, 30*time.Second, "the member running", func() bool { return m.Stats().Ready })
+		return m.Stats().ShareGroup.Problems
+	}
+
+	bad := kafkatest.UniqueName("share-guard-bad")
+	setGroupConfig(t, c, bad, "errors.deadletterqueue.topic.name", bad+"-dlq")
+	setGroupConfig(t, c, bad, "share.renew.acknowledge.enable", "false")
+	got := strings.Join(problems(bad), "\n")
+	for _, want := range []string{"lacks the brokers' prefix \"dlq.\"", "does not exist", "hold no key or value", "share.renew.acknowledge.enable is false"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems do not say %q:\n%s", want, got)
+		}
+	}
+
+	good := kafkatest.UniqueName("share-guard-good")
+	dlq := "dlq." + good
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"errors.deadletterqueue.group.enable": kmsg.StringPtr("true")}, dlq); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), dlq) })
+	setGroupConfig(t, c, good, "errors.deadletterqueue.topic.name", dlq)
+	setGroupConfig(t, c, good, "errors.deadletterqueue.copy.record.enable", "true")
+	if p := problems(good); len(p) != 0 {
+		t.Errorf("a group set up right has problems: %q", p)
 	}
 }
