@@ -175,9 +175,19 @@
 // broker instead: it reaches Kafka's own dead-letter topic, if the group
 // has one, not ours. Processing is at least once: a record whose ACCEPT
 // did not reach the broker (the member died, the connection dropped) is
-// delivered again, and handled, or dead-lettered, a second time. [Stats] counts records as for a consumer
-// group, with releases as [OutcomeReleased] in Stats.Outcomes; Pause,
-// Resume, Skip and the flood guard are not part of this mode.
+// delivered again, and handled, or dead-lettered, a second time.
+//
+// Operating it: [Stats] counts records as for a consumer group, with
+// releases as [OutcomeReleased] in Stats.Outcomes, and [Stats.ShareGroup]
+// holds the delivery limit in use and what is wrong with the group's
+// setup. When Run starts, the member checks the broker's own dead-letter
+// topic of the group (Kafka 4.4: errors.deadletterqueue.topic.name must
+// name an existing topic with the brokers' "dlq." prefix and
+// errors.deadletterqueue.group.enable=true, or the broker loses what it
+// would dead-letter) and that renewals are on, and reports a broken setup
+// as an error with what to change. The kill switch and
+// [Consumer.WakeRetries] work as for a consumer group; Pause, Resume,
+// Skip and the flood guard are not part of this mode.
 // [RetryTopics], [ExactlyOnce], a [BatchHandler] and DurableAttempts.Topic
 // are refused by [New]: the group redelivers a record itself and counts its
 // deliveries, and its acknowledgements are not part of Kafka transactions.
