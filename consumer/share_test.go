@@ -604,3 +604,46 @@ func TestIntegrationShareBrokerDLQ(t *testing.T) {
 		t.Errorf("a group set up right has problems: %q", p)
 	}
 }
+
+// TestIntegrationShareHalt: a member that halts on a record returns a
+// *HaltError naming it and leaves it unacknowledged: the next member gets
+// it on a later delivery and dead-letters it.
+func TestIntegrationShareHalt(t *testing.T) {
+	c := kafkatest.New(t)
+	c.RequireShareGroups(t)
+	topic := c.Topic(t, "share-halt", 1)
+	group := kafkatest.UniqueName("share-halt-group")
+	perm := shareRecords(topic, 12)[11]
+	perm.Partition = 0
+	kafkatest.Produce(t, manualProducer(t, c), perm)
+
+	cfg := shareConfig(c, t, topic, group, shareHandler)
+	cfg.Policy.Process.Permanent = consumer.Rule{Then: consumer.ActionHalt}
+	a, err := consumer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = a.Run(ctx)
+	var halt *consumer.HaltError
+	if !errors.As(err, &halt) || halt.Topic != topic || halt.Offset != 0 {
+		t.Fatalf("Run returned %v, want a *HaltError on %s@0", err, topic)
+	}
+
+	b, err := consumer.New(shareConfig(c, t, topic, group, shareHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, b)
+	kafkatest.WaitFor(t, 30*time.Second, "the record dead-lettered by the next member", func() bool { return b.Stats().DeadLettered == 1 })
+	letters := readAll(t, c, topic+".dlq")
+	if len(letters) != 1 {
+		t.Fatalf("%d letters, want 1", len(letters))
+	}
+	for _, h := range letters[0].Headers {
+		if h.Key == consumer.HeaderDeliveryCount && string(h.Value) != "2" {
+			t.Errorf("dead-lettered on delivery %s, want 2 (the halted member had the first)", h.Value)
+		}
+	}
+}
