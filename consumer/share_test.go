@@ -647,3 +647,40 @@ func TestIntegrationShareHalt(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationShareUnwritable: a dead letter that can never be written
+// (larger than its topic accepts) follows DeadLetterConfig.Unwritable: with
+// UnwritableSkip the record is skipped and acknowledged, not released.
+func TestIntegrationShareUnwritable(t *testing.T) {
+	c := kafkatest.New(t)
+	c.RequireShareGroups(t)
+	topic := c.Topic(t, "share-unwritable", 1)
+	group := kafkatest.UniqueName("share-unwritable-group")
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": kmsg.StringPtr("2000")}, topic+".dlq"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic+".dlq") })
+	big := &kgo.Record{Topic: topic, Key: []byte("0"), Value: append([]byte("\x00"), make([]byte, 8000)...)} // not JSON
+	kafkatest.Produce(t, manualProducer(t, c), big)
+
+	cfg := shareConfig(c, t, topic, group, shareHandler)
+	cfg.DeadLetter.Unwritable = consumer.UnwritableSkip
+	m, err := consumer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, m)
+	kafkatest.WaitFor(t, 30*time.Second, "the record skipped", func() bool { return m.Stats().Skipped == 1 })
+	s := m.Stats()
+	if s.DeadLettered != 0 || s.Consumed != 1 {
+		t.Errorf("consumed %d, dead-lettered %d; want 1 and 0", s.Consumed, s.DeadLettered)
+	}
+	for k, v := range s.Outcomes {
+		if k.Outcome == consumer.OutcomeReleased {
+			t.Errorf("released %d times, want never", v)
+		}
+	}
+}
