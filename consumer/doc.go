@@ -192,8 +192,11 @@
 // are refused by [New]: the group redelivers a record itself and counts its
 // deliveries, and its acknowledgements are not part of Kafka transactions.
 // TestIntegrationShareGroup (records over three members after a fourth is
-// killed holding records), TestIntegrationShareRenew and
-// TestIntegrationShareDeliveryLimit back this on kfake and on Kafka 4.4.
+// killed holding records), TestIntegrationShareRenew,
+// TestIntegrationShareDeliveryLimit, TestIntegrationShareStop,
+// TestIntegrationShareHalt and TestIntegrationShareUnwritable back this on
+// kfake and on Kafka 4.4; TestIntegrationShareBrokerDLQ the setup check, on
+// Kafka.
 //
 // # Group protocols
 //
