@@ -156,11 +156,11 @@
 //
 // Concurrency: a member acquires about [Share.MaxRecords] records per poll
 // (500) and handles them [Concurrency].Max at once (one by default), the
-// records of one key in a poll one at a time, in offset order. It polls again only when every record
-// of the last poll is settled, because franz-go's next poll ACCEPTs every
-// record the last one left without a final acknowledgement, and it fetches
-// only while it polls, so that no record waits unseen while its lock runs
-// out. A record retried in place therefore holds back its member's next
+// records of one key in a poll one at a time, in offset order. It polls
+// again only when every record of the last poll is settled, because
+// franz-go's next poll ACCEPTs every record the last one left without a
+// final acknowledgement, and it fetches only while it polls, so that no
+// record waits unseen while its lock runs out. A record retried in place therefore holds back its member's next
 // poll (not the other members); raise Concurrency.Max so that the rest of
 // the poll goes on meanwhile. To scale, add members: unlike a consumer
 // group, a share group puts members beyond the partition count to work on
@@ -188,6 +188,7 @@
 // as an error with what to change. The kill switch and
 // [Consumer.WakeRetries] work as for a consumer group; Pause, Resume,
 // Skip and the flood guard are not part of this mode.
+//
 // [RetryTopics], [ExactlyOnce], a [BatchHandler] and DurableAttempts.Topic
 // are refused by [New]: the group redelivers a record itself and counts its
 // deliveries, and its acknowledgements are not part of Kafka transactions.
