@@ -154,17 +154,20 @@
 // both retrying and releasing off. A new group reads only records produced
 // after it started unless [Share.FromEarliest] is set.
 //
-// Concurrency: a member acquires about [Share.MaxRecords] records per poll
-// (500) and handles them [Concurrency].Max at once (one by default), the
-// records of one key in a poll one at a time, in offset order. It polls
-// again only when every record of the last poll is settled, because
-// franz-go's next poll ACCEPTs every record the last one left without a
-// final acknowledgement, and it fetches only while it polls, so that no
-// record waits unseen while its lock runs out. A record retried in place therefore holds back its member's next
-// poll (not the other members); raise Concurrency.Max so that the rest of
-// the poll goes on meanwhile. To scale, add members: unlike a consumer
-// group, a share group puts members beyond the partition count to work on
-// the same partitions. There is no order across polls or members.
+// Concurrency: a member acquires at most [Share.MaxRecords] records per
+// poll (500; the broker splits a record batch to keep to it) and handles
+// them [Concurrency].Max at once (one by default), the records of one key
+// in a poll one at a time, in offset order. It polls again only when every
+// record of the last poll is settled, because franz-go's next poll ACCEPTs
+// every record the last one left without a final acknowledgement, and it
+// fetches only while it polls, so that no record waits unseen while its
+// lock runs out. A record retried in place therefore holds back its
+// member's next poll (not the other members); raise Concurrency.Max so
+// that the rest of the poll goes on meanwhile. To scale, add members:
+// unlike a consumer group, a share group puts members beyond the partition
+// count to work on the same partitions (three members share one partition
+// in TestIntegrationShareMembersBeyondPartitions). There is no order across
+// polls or members.
 //
 // Guarantees: a record is ACCEPTed only once it was processed, skipped, or
 // dead-lettered with the letter acknowledged, so nothing acquired is lost

@@ -60,9 +60,9 @@ type Share struct {
 	// after it started). It changes the group's config for every member.
 	// Optional: off.
 	FromEarliest bool
-	// MaxRecords is how many records one poll asks the broker for
-	// (kgo.ShareMaxRecords); the broker may return a few more rather than
-	// split a record batch. Optional: 500.
+	// MaxRecords bounds the records one poll acquires
+	// (kgo.ShareMaxRecords, in the strict mode of KIP-1206: the broker
+	// splits a record batch rather than return more). Optional: 500.
 	MaxRecords int
 }
 
@@ -189,6 +189,10 @@ func newShare[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		kgo.ShareGroup(cfg.ShareGroup),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.ShareMaxRecords(int32(cfg.Share.MaxRecords)),
+		// At most MaxRecords, splitting a record batch if need be
+		// (KIP-1206): otherwise one member acquires a whole produced
+		// batch, however large, and the others wait.
+		kgo.ShareMaxRecordsStrict(),
 		// Fetch only while polling: a record fetched ahead would wait
 		// unseen, its lock running out, while the last poll is handled.
 		kgo.MaxConcurrentFetches(0),
@@ -502,8 +506,7 @@ func (s *shareSource[K, V]) run(ctx context.Context) error {
 	s.checkGroup(ctx)
 	c.assigned.Store(1) // Stats.Ready: records come from the group, not from assigned partitions
 	for ctx.Err() == nil {
-		// Everything the fetch brought, even past MaxRecords (the broker
-		// does not split a record batch): a record left in the client
+		// Everything the fetch brought: a record left in the client
 		// would wait unseen, its lock running out.
 		fs := c.cl.PollFetches(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {

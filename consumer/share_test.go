@@ -684,3 +684,51 @@ func TestIntegrationShareUnwritable(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationShareMembersBeyondPartitions: three members of a share
+// group all take records of one partition, which a consumer group would
+// give to one member alone.
+func TestIntegrationShareMembersBeyondPartitions(t *testing.T) {
+	c := kafkatest.New(t)
+	c.RequireShareGroups(t)
+	topic := c.Topic(t, "share-wide", 1)
+	group := kafkatest.UniqueName("share-wide-group")
+	recs := shareRecords(topic, 90)
+	for i, r := range recs {
+		r.Partition = 0
+		r.Value, _ = json.Marshal(shareJob{ID: i, Kind: kindOK})
+	}
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
+
+	var mu sync.Mutex
+	byMember := map[int]int{}
+	done := 0
+	for i := range 3 {
+		cfg := shareConfig(c, t, topic, group, func(ctx context.Context, r *consumer.Record[string, shareJob]) error {
+			time.Sleep(20 * time.Millisecond) // the work of an I/O-bound handler
+			mu.Lock()
+			byMember[i]++
+			done++
+			mu.Unlock()
+			return nil
+		})
+		cfg.Share.MaxRecords = 5
+		cfg.Concurrency = consumer.Concurrency{}
+		m, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runConsumer(t, m)
+	}
+	kafkatest.WaitFor(t, 45*time.Second, "every record processed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return done >= len(recs)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(byMember) < 2 {
+		t.Errorf("one partition went to %d member(s), want 2 or more: %v", len(byMember), byMember)
+	}
+	t.Logf("%s: records of one partition by member %v", c.Kind(), byMember)
+}
