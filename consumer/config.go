@@ -65,8 +65,16 @@ type Config[K, V any] struct {
 	Brokers []string
 	// Topics to consume. Required.
 	Topics []string
-	// Group is the consumer group. Required.
+	// Group is the consumer group. Required, unless ShareGroup is set.
 	Group string
+	// ShareGroup makes the consumer a member of this share group (KIP-932,
+	// Kafka 4.2+) instead of a consumer group: records are acquired by
+	// any member, not assigned by partition, and settled by
+	// acknowledgement. Optional; set it instead of Group. See the package
+	// documentation's "Share groups" and [Share].
+	ShareGroup string
+	// Share configures the share-group member. Optional: see [Share].
+	Share Share
 	// Key decodes record keys. Optional: nil leaves Record.Key at its zero
 	// value and never fails.
 	Key serde.Deserializer[K]

@@ -39,6 +39,10 @@ type Consumer[K, V any] struct {
 	brokers    brokerWatch
 	built      chan struct{} // closed when New has finished: the group may assign partitions before
 
+	// share is the source of a share-group member, nil unless
+	// Config.ShareGroup (share.go).
+	share *shareSource[K, V]
+
 	retryOff atomic.Bool
 	// wakeCh is closed and replaced to wake every sleeping retry: when the
 	// kill switch flips, or on WakeRetries.
@@ -73,6 +77,9 @@ type tp struct {
 // with an error that wraps [ErrConfig] and names the key. The kill switch
 // [EnvRetryDisabled] is read here.
 func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
+	if cfg.ShareGroup != "" {
+		return newShare(cfg)
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -255,6 +262,9 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 
 	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
 	go c.brokers.watch(runCtx, c.log, c.cl.OptValue(kgo.SeedBrokers))
+	if c.share != nil {
+		return c.share.run(runCtx)
+	}
 	if c.txn != nil {
 		c.beginTxns(runCtx)
 	}
@@ -736,6 +746,9 @@ func (c *Consumer[K, V]) Stats() Stats {
 		t.mu.Unlock()
 	}
 	s.Brokers = c.brokers.state()
+	if c.share != nil {
+		s.ShareGroup = c.share.state()
+	}
 	if len(c.cfg.Dependencies) > 0 {
 		s.Dependencies = make(map[string]string, len(c.cfg.Dependencies))
 		for name, state := range c.cfg.Dependencies {

@@ -126,6 +126,83 @@
 // partition, so that nothing already fetched is dropped and fetched again; a
 // partition stuck on a record is paused and leaves the total.
 //
+// # Share groups
+//
+// With [Config.ShareGroup] instead of Group, the consumer is a member of a
+// share group (KIP-932, Kafka 4.2+, "queues for Kafka"): the broker hands
+// records to any member that polls, several members may read one
+// partition, and each record is settled by an acknowledgement instead of a
+// commit. The deserializers, the [Handler], the failure classes and the
+// [Policy] are the same; what they lead to is:
+//
+//	outcome                                      acknowledgement
+//	processed                                    ACCEPT
+//	failed, retried in place (Rule.Retry)        RENEW, while it waits: the lock never runs out
+//	retries spent, transient or unclassified,    RELEASE: delivered again at once, to any member
+//	and the delivery count below the limit
+//	permanent, or the last delivery              dead letter (the record byte for byte, the
+//	                                             usual headers and antidote.delivery.count),
+//	                                             acknowledged by Kafka, then ACCEPT
+//	skipped (Then: ActionSkip, SkipIf)           ACCEPT
+//	halted, or the member stops                  none: the client RELEASEs it as it closes
+//
+// REJECT is never sent: Kafka 4.4 would write a dead letter of its own
+// beside ours. The delivery limit is the group's (share.delivery.count.limit
+// on Kafka 4.3+, else the brokers' group.share.delivery.count.limit), read
+// when Run starts and every 30s, or [Share.DeliveryLimit]. The retry policy
+// counts the tries of one delivery ([Record.Attempt] starts at 1 on each);
+// Record.Raw.DeliveryCount() is the broker's count. The kill switch turns
+// both retrying and releasing off. A new group reads only records produced
+// after it started unless [Share.FromEarliest] is set.
+//
+// Concurrency: a member acquires at most [Share.MaxRecords] records per
+// poll (500; the broker splits a record batch to keep to it) and handles
+// them [Concurrency].Max at once (one by default), the records of one key
+// in a poll one at a time, in offset order. It polls again only when every
+// record of the last poll is settled, because franz-go's next poll ACCEPTs
+// every record the last one left without a final acknowledgement, and it
+// fetches only while it polls, so that no record waits unseen while its
+// lock runs out. A record retried in place therefore holds back its
+// member's next poll (not the other members); raise Concurrency.Max so
+// that the rest of the poll goes on meanwhile. To scale, add members:
+// unlike a consumer group, a share group puts members beyond the partition
+// count to work on the same partitions (three members share one partition
+// in TestIntegrationShareMembersBeyondPartitions). There is no order across
+// polls or members.
+//
+// Guarantees: a record is ACCEPTed only once it was processed, skipped, or
+// dead-lettered with the letter acknowledged, so nothing acquired is lost
+// by this member. A member that crashes or is killed holds its records
+// until its connection closes (at once, for a killed process) or their
+// lock runs out; they are then delivered again with their delivery count
+// raised, and a record that was on its last delivery is archived by the
+// broker instead: it reaches Kafka's own dead-letter topic, if the group
+// has one, not ours. Processing is at least once: a record whose ACCEPT
+// did not reach the broker (the member died, the connection dropped) is
+// delivered again, and handled, or dead-lettered, a second time.
+//
+// Operating it: [Stats] counts records as for a consumer group, with
+// releases as [OutcomeReleased] in Stats.Outcomes, and [Stats.ShareGroup]
+// holds the delivery limit in use and what is wrong with the group's
+// setup. When Run starts, the member checks the broker's own dead-letter
+// topic of the group (Kafka 4.4: errors.deadletterqueue.topic.name must
+// name an existing topic with the brokers' "dlq." prefix and
+// errors.deadletterqueue.group.enable=true, or the broker loses what it
+// would dead-letter) and that renewals are on, and reports a broken setup
+// as an error with what to change. The kill switch and
+// [Consumer.WakeRetries] work as for a consumer group; Pause, Resume,
+// Skip and the flood guard are not part of this mode.
+//
+// [RetryTopics], [ExactlyOnce], a [BatchHandler] and DurableAttempts.Topic
+// are refused by [New]: the group redelivers a record itself and counts its
+// deliveries, and its acknowledgements are not part of Kafka transactions.
+// TestIntegrationShareGroup (records over three members after a fourth is
+// killed holding records), TestIntegrationShareRenew,
+// TestIntegrationShareDeliveryLimit, TestIntegrationShareStop,
+// TestIntegrationShareHalt and TestIntegrationShareUnwritable back this on
+// kfake and on Kafka 4.4; TestIntegrationShareBrokerDLQ the setup check, on
+// Kafka.
+//
 // # Group protocols
 //
 // [Config.GroupProtocol] chooses the classic consumer-group protocol (the

@@ -68,6 +68,9 @@ type Stats struct {
 	Brokers BrokerState
 	// Dependencies is the state of each of [Config.Dependencies].
 	Dependencies map[string]string
+	// ShareGroup is the share group of a member made with
+	// Config.ShareGroup, nil otherwise.
+	ShareGroup *ShareGroupState `json:",omitempty"`
 }
 
 // Partition is the state of one assigned partition.

@@ -20,6 +20,12 @@
 #   ANTIDOTE_KAFKA_TLS_CERT, ANTIDOTE_KAFKA_TLS_KEY  a client certificate the CA signed
 # Without openssl the SASL_SSL listener is left out (with a warning).
 #
+# Share groups (KIP-932) are on from Kafka 4.2 (the share.version feature that
+# formatting sets); their sessions are short (10s, heartbeats every second) and
+# a group may set its record lock down to 1s, so that the tests of a killed
+# member or a renewed lock run in seconds. Earlier versions take the settings
+# and have no share groups.
+#
 # Environment:
 #   KAFKA_VERSION       Apache Kafka version from Maven Central (default: from scripts/kafka/pom.xml)
 #   KAFKA_PORT          client listener port on 127.0.0.1 (default 39092; controller is port+1)
@@ -177,6 +183,11 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.share.min.session.timeout.ms=6000
+group.share.session.timeout.ms=10000
+group.share.min.heartbeat.interval.ms=500
+group.share.heartbeat.interval.ms=1000
+group.share.min.record.lock.duration.ms=1000
 auto.create.topics.enable=true
 log.flush.interval.messages=9223372036854775807
 CONF

@@ -1,0 +1,900 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde"
+)
+
+// The share source: a member of a share group (KIP-932, Kafka 4.2+). Its
+// records are acquired, not assigned, and settled by acknowledgement:
+//
+//	processed                               ACCEPT
+//	retrying in place                       RENEW, before the lock and the connection expire
+//	local retries spent, deliveries left    RELEASE (another member may try it)
+//	permanent, or the last delivery         dead letter, acknowledged by Kafka, then ACCEPT
+//	skipped                                 ACCEPT
+//	halted, or the member stops             nothing: franz-go RELEASEs it when the client closes
+//
+// REJECT is never sent: the broker would write a dead letter of its own
+// beside ours.
+//
+// franz-go's next poll ACCEPTs every record of the previous poll that has no
+// terminal acknowledgement, renewed ones included, so the source never polls
+// while a record of the last poll is unsettled; and it fetches only while it
+// polls (kgo.MaxConcurrentFetches(0)), so no record is held unseen while its
+// lock runs out.
+
+// Share configures a share-group member ([Config.ShareGroup]). Each zero field
+// takes its default.
+type Share struct {
+	// DeliveryLimit is the group's delivery count limit: a record whose
+	// failure may pass (transient, unclassified) is released for another
+	// delivery while its delivery count is below it, and dead-lettered on
+	// the delivery that reaches it. Optional: read from the cluster when
+	// Run starts and every 30s after (the group's share.delivery.count.limit
+	// on Kafka 4.3+, else the brokers' group.share.delivery.count.limit, 5
+	// by default). Set it when the consumer may not describe configs; a
+	// value above the group's real limit loses records: the broker archives
+	// a record released on its last delivery.
+	DeliveryLimit int
+	// FromEarliest sets the group's share.auto.offset.reset to earliest in
+	// [New], before the member joins, so that a new group reads its topics
+	// from the start (by default a share group reads only records produced
+	// after it started). It changes the group's config for every member.
+	// Optional: off.
+	FromEarliest bool
+	// MaxRecords bounds the records one poll acquires
+	// (kgo.ShareMaxRecords, in the strict mode of KIP-1206: the broker
+	// splits a record batch rather than return more). Optional: 500.
+	MaxRecords int
+}
+
+// OutcomeReleased counts, in [Stats.Outcomes], a failed record released to
+// the share group for another delivery (see [Config.ShareGroup]).
+const OutcomeReleased Outcome = "released"
+
+// Defaults of the share source.
+const (
+	defaultShareMaxRecords = 500
+	defaultDeliveryLimit   = 5
+	// minDeliveryLimit is the lowest limit Kafka accepts: the limit used
+	// when the cluster's cannot be read, so that a record is dead-lettered
+	// early rather than released on its last delivery and lost.
+	minDeliveryLimit = 2
+	// limitRefresh is how often the delivery limit is read again: an
+	// operator may change the group's config at any time.
+	limitRefresh = 30 * time.Second
+)
+
+// shareSource runs the share group of a [Consumer] made with
+// Config.ShareGroup.
+type shareSource[K, V any] struct {
+	c     *Consumer[K, V]
+	group string
+
+	mu       sync.Mutex // guards limit, limitAt, logs and problems
+	limit    int
+	limitAt  time.Time
+	logs     map[tp]*recordLog
+	problems []string // what is wrong with the group's setup (checkGroup)
+}
+
+// ShareGroupState is what a share-group member knows of its group
+// ([Stats.ShareGroup]).
+type ShareGroupState struct {
+	Group string
+	// DeliveryLimit is the delivery limit in use (see Share.DeliveryLimit),
+	// 0 until Run has read it.
+	DeliveryLimit int
+	// Problems says what is wrong with the group's setup, checked when Run
+	// starts, each with what to change: a broker dead-letter topic that
+	// loses records, acknowledgement renewal turned off.
+	Problems []string `json:",omitempty"`
+}
+
+// state is the member's ShareGroupState.
+func (s *shareSource[K, V]) state() *ShareGroupState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &ShareGroupState{Group: s.group, DeliveryLimit: s.limit, Problems: append([]string(nil), s.problems...)}
+	if n := s.c.cfg.Share.DeliveryLimit; n > 0 {
+		st.DeliveryLimit = n
+	}
+	return st
+}
+
+// newShare is New for a share group: the same serde, handler, failure
+// classes and policy as a consumer group, another source.
+func newShare[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
+	if err := cfg.validateShare(); err != nil {
+		return nil, err
+	}
+	off, err := retryDisabledFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Concurrency = cfg.Concurrency.withDefaults()
+	if cfg.Share.MaxRecords == 0 {
+		cfg.Share.MaxRecords = defaultShareMaxRecords
+	}
+	if cfg.DeadLetter.Retry == nil {
+		cfg.DeadLetter.Retry = defaultDeadLetterRetry
+	}
+	if cfg.DeadLetter.WriteTimeout == 0 {
+		cfg.DeadLetter.WriteTimeout = defaultDeadLetterTimout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Classifier == nil {
+		cfg.Classifier = failure.Default()
+	}
+	cfg.DurableAttempts.Disable = true // the broker counts deliveries
+	cfg.FloodGuard.Disable = true
+	c := &Consumer[K, V]{
+		cfg:        cfg,
+		policy:     cfg.Policy.resolve(),
+		classifier: cfg.Classifier,
+		log:        cfg.Logger.With("share_group", cfg.ShareGroup),
+		parts:      make(map[tp]*partition[K, V]),
+		opPaused:   make(map[tp]bool),
+		opSkips:    make(map[tp]map[int64]bool),
+		wakeCh:     make(chan struct{}),
+		runDone:    make(chan struct{}),
+		built:      make(chan struct{}),
+		hooks:      cfg.Hooks,
+	}
+	c.retryOff.Store(off)
+	c.runCtx, c.stop = context.WithCancelCause(context.Background())
+	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
+	c.dlq.group = cfg.ShareGroup
+	c.dlq.hooks = c.hooks
+	c.share = &shareSource[K, V]{c: c, group: cfg.ShareGroup, limit: cfg.Share.DeliveryLimit, logs: make(map[tp]*recordLog)}
+
+	base := make([]kgo.Opt, 0, len(cfg.ClientOpts)+16)
+	if len(cfg.Brokers) > 0 {
+		base = append(base, kgo.SeedBrokers(cfg.Brokers...))
+	}
+	base = append(base,
+		kgo.ProducerLinger(letterLinger),
+		kgo.RecordDeliveryTimeout(cfg.DeadLetter.WriteTimeout),
+		kgo.WithLogger(clientLogger{kslog.New(c.log.With("client", "franz-go")), kgo.LogLevelWarn}),
+	)
+	base = append(base, cfg.ClientOpts...)
+	if cfg.Share.FromEarliest {
+		// Before the member joins: the group starts a partition where
+		// share.auto.offset.reset says when it first assigns it.
+		if err := setShareEarliest(base, cfg.ShareGroup, cfg.DeadLetter.WriteTimeout); err != nil {
+			return nil, fmt.Errorf("%w: Share.FromEarliest: setting the group's share.auto.offset.reset: %v", ErrConfig, err)
+		}
+	}
+	opts := append(base,
+		kgo.ShareGroup(cfg.ShareGroup),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.ShareMaxRecords(int32(cfg.Share.MaxRecords)),
+		// At most MaxRecords, splitting a record batch if need be
+		// (KIP-1206): otherwise one member acquires a whole produced
+		// batch, however large, and the others wait.
+		kgo.ShareMaxRecordsStrict(),
+		// Fetch only while polling: a record fetched ahead would wait
+		// unseen, its lock running out, while the last poll is handled.
+		kgo.MaxConcurrentFetches(0),
+		kgo.ShareAckCallback(c.share.acked),
+		kgo.RecordPartitioner(newDLQPartitioner(c.dlq)),
+		kgo.ProducerBatchMaxBytesFn(c.dlq.batchMax),
+		kgo.WithHooks(&c.brokers),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, configErr("ClientOpts", err.Error())
+	}
+	c.cl = cl
+	c.dlq.attach(cl)
+	close(c.built)
+	if off {
+		c.log.Warn("retrying is turned off by the kill switch", "env", EnvRetryDisabled)
+	}
+	return c, nil
+}
+
+// validateShare checks a share-group config: what the consumer group checks,
+// and the settings that cannot apply to a share group.
+func (c *Config[K, V]) validateShare() error {
+	if c.Group != "" {
+		return configErr("Group", "set with ShareGroup: a member is in a consumer group or in a share group, choose one")
+	}
+	switch {
+	case c.RetryTopics.on():
+		return configErr("RetryTopics", "not with ShareGroup: a share group redelivers a released record itself, to any member (Share.DeliveryLimit)")
+	case c.Policy.usesRetryTopic():
+		return configErr("Policy", "an outcome has Then: ActionRetryTopic, which a share group does not use: a released record is delivered again by the group")
+	case c.ExactlyOnce.on():
+		return configErr("ExactlyOnce", "not with ShareGroup: acknowledgements of a share group are not part of Kafka transactions")
+	case c.BatchHandler != nil:
+		return configErr("BatchHandler", "not with ShareGroup: use Handler (with Concurrency.Max for records at once)")
+	case c.DurableAttempts.Topic != "":
+		return configErr("DurableAttempts.Topic", "not with ShareGroup: the broker keeps each record's delivery count")
+	case c.GroupProtocol != GroupClassic:
+		return configErr("GroupProtocol", "not with ShareGroup: a share group has its own protocol")
+	case c.Share.DeliveryLimit != 0 && c.Share.DeliveryLimit < minDeliveryLimit:
+		return configErr("Share.DeliveryLimit", fmt.Sprintf("%d: Kafka's lowest is %d", c.Share.DeliveryLimit, minDeliveryLimit))
+	case c.Share.MaxRecords < 0:
+		return configErr("Share.MaxRecords", "negative")
+	}
+	// Everything else as for a consumer group, with the share group as
+	// the group.
+	v := *c
+	v.Group = c.ShareGroup
+	return v.validate()
+}
+
+// setShareEarliest sets a share group's share.auto.offset.reset to earliest
+// with a client of its own (kadm has no helper for group configs).
+func setShareEarliest(opts []kgo.Opt, group string, timeout time.Duration) error {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*timeout)
+	defer cancel()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	res.ResourceName = group
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name = "share.auto.offset.reset"
+	cfg.Op = kmsg.IncrementalAlterConfigOpSet
+	cfg.Value = kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			if r.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *r.ErrorMessage)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// deliveryLimit is the delivery limit in use, read again from the cluster
+// when it is older than limitRefresh (unless Share.DeliveryLimit fixes it).
+func (s *shareSource[K, V]) deliveryLimit(ctx context.Context) int {
+	if n := s.c.cfg.Share.DeliveryLimit; n > 0 {
+		return n
+	}
+	s.mu.Lock()
+	limit, at := s.limit, s.limitAt
+	s.mu.Unlock()
+	if limit > 0 && time.Since(at) < limitRefresh {
+		return limit
+	}
+	n, err := s.readLimit(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limitAt = time.Now()
+	switch {
+	case err == nil:
+		if s.limit != n {
+			s.c.log.Info("share group delivery limit", "delivery_limit", n)
+		}
+		s.limit = n
+	case s.limit == 0:
+		s.limit = minDeliveryLimit
+		s.c.log.Error("cannot read the share group's delivery limit: records are dead-lettered from their second delivery on; grant DESCRIBE_CONFIGS or set Share.DeliveryLimit",
+			"delivery_limit", s.limit, "err", err)
+	default:
+		s.c.log.Warn("cannot read the share group's delivery limit again; keeping the last one", "delivery_limit", s.limit, "err", err)
+	}
+	return s.limit
+}
+
+// readLimit reads the delivery limit: the group's share.delivery.count.limit
+// when it is set for the group (Kafka 4.3+), else the brokers'
+// group.share.delivery.count.limit, else Kafka's default.
+func (s *shareSource[K, V]) readLimit(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DeadLetter.WriteTimeout)
+	defer cancel()
+	// The group's own, when one is set for it (4.3+); otherwise, or when
+	// it cannot be read, the brokers'.
+	if gcs, err := s.groupConfigs(ctx, "share.delivery.count.limit"); err == nil {
+		if e, ok := gcs["share.delivery.count.limit"]; ok && e.Source == kmsg.ConfigSourceGroupConfig && e.Value != nil {
+			return parseLimit(*e.Value)
+		}
+	}
+	rcs, err := kadm.NewClient(s.c.cl).DescribeBrokerConfigs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return 0, rc.Err
+		}
+		for _, e := range rc.Configs {
+			if e.Key == "group.share.delivery.count.limit" && e.Value != nil {
+				return parseLimit(*e.Value)
+			}
+		}
+	}
+	return defaultDeliveryLimit, nil
+}
+
+func parseLimit(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("delivery limit %q is not a count", v)
+	}
+	return n, nil
+}
+
+// groupConfigs reads configs of the share group; a name the broker does not
+// know (an earlier Kafka) is missing from the result.
+func (s *shareSource[K, V]) groupConfigs(ctx context.Context, names ...string) (map[string]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	res.ResourceName = s.group
+	res.ConfigNames = names
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, s.c.cl)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]kmsg.DescribeConfigsResponseResourceConfig)
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, e := range r.Configs {
+			out[e.Name] = e
+		}
+	}
+	return out, nil
+}
+
+// checkGroup checks the share group's setup and reports, loudly (an error
+// in the log, and Stats.ShareGroup.Problems), what would lose records or
+// lose the locks of records retried in place:
+//
+//   - the broker's own dead-letter topic (errors.deadletterqueue.topic.name,
+//     Kafka 4.4): the broker takes a wrong name without complaint and, at
+//     write time, logs "Failed to write to DLQ, proceeding to ARCHIVED
+//     regardless": the record is gone. The topic must exist (the broker
+//     creates none by default), have the brokers' prefix ("dlq.") and the
+//     topic config errors.deadletterqueue.group.enable=true. Without
+//     errors.deadletterqueue.copy.record.enable=true its letters hold no
+//     key or value.
+//   - share.renew.acknowledge.enable=false: a record retried in place
+//     longer than its lock is delivered again meanwhile.
+//
+// What cannot be read (an earlier Kafka, no DESCRIBE_CONFIGS) is not a
+// problem: it is logged at debug level.
+func (s *shareSource[K, V]) checkGroup(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DeadLetter.WriteTimeout)
+	defer cancel()
+	var problems []string
+	report := func(p string) {
+		problems = append(problems, p)
+		s.c.log.Error("share group setup: " + p)
+	}
+	gcs, err := s.groupConfigs(ctx, "errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable")
+	if err != nil {
+		s.c.log.Debug("cannot read the share group's configs", "err", err)
+		return
+	}
+	value := func(name string) string {
+		if e, ok := gcs[name]; ok && e.Value != nil {
+			return *e.Value
+		}
+		return ""
+	}
+	if value("share.renew.acknowledge.enable") == "false" {
+		report("share.renew.acknowledge.enable is false: a record retried in place longer than its lock (share.record.lock.duration.ms) is delivered again meanwhile; set it to true for the group")
+	}
+	if topic := value("errors.deadletterqueue.topic.name"); topic != "" {
+		for _, p := range s.brokerDLQ(ctx, topic) {
+			report(p)
+		}
+		if value("errors.deadletterqueue.copy.record.enable") != "true" {
+			report(fmt.Sprintf("the broker's dead letters in %s hold no key or value (nor, ever, the original headers); set errors.deadletterqueue.copy.record.enable=true for the group to keep them", topic))
+		}
+	}
+	s.mu.Lock()
+	s.problems = problems
+	s.mu.Unlock()
+}
+
+// brokerDLQ checks the broker's dead-letter topic of the group and returns
+// what is wrong with it.
+func (s *shareSource[K, V]) brokerDLQ(ctx context.Context, topic string) []string {
+	adm := kadm.NewClient(s.c.cl)
+	lost := "the broker archives a record it cannot dead-letter: it is lost"
+	prefix := "dlq."
+	if rcs, err := adm.DescribeBrokerConfigs(ctx); err == nil {
+		for _, rc := range rcs {
+			for _, e := range rc.Configs {
+				if e.Key == "errors.deadletterqueue.topic.name.prefix" && e.Value != nil {
+					prefix = *e.Value
+				}
+			}
+		}
+	}
+	var out []string
+	if !strings.HasPrefix(topic, prefix) {
+		out = append(out, fmt.Sprintf("errors.deadletterqueue.topic.name %q lacks the brokers' prefix %q (errors.deadletterqueue.topic.name.prefix): %s; name a topic that starts with %q", topic, prefix, lost, prefix))
+	}
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return out
+	}
+	if d, ok := details[topic]; !ok || d.Err != nil {
+		return append(out, fmt.Sprintf("the broker's dead-letter topic %s (errors.deadletterqueue.topic.name) does not exist: %s; create it with errors.deadletterqueue.group.enable=true", topic, lost))
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return out
+	}
+	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
+		enabled := false
+		for _, e := range rc.Configs {
+			if e.Key == "errors.deadletterqueue.group.enable" && e.Value != nil && *e.Value == "true" {
+				enabled = true
+			}
+		}
+		if !enabled {
+			out = append(out, fmt.Sprintf("the broker's dead-letter topic %s lacks the topic config errors.deadletterqueue.group.enable=true: %s; set it on the topic", topic, lost))
+		}
+	}
+	return out
+}
+
+// acked logs acknowledgements the broker did not take: their records are
+// delivered again (after their lock runs out), to this member or another.
+func (s *shareSource[K, V]) acked(_ *kgo.Client, rs kgo.ShareAckResults) {
+	for _, r := range rs {
+		if r.Err != nil && !errors.Is(r.Err, context.Canceled) {
+			s.c.log.Warn("share acknowledgement not taken: the partition's records in it will be delivered again",
+				"topic", r.Topic, "partition", r.Partition, "err", r.Err)
+		}
+	}
+}
+
+// recordLog is the rate-limited record log of a partition.
+func (s *shareSource[K, V]) recordLog(rec *kgo.Record) *recordLog {
+	k := tp{rec.Topic, rec.Partition}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logs[k]
+	if l == nil {
+		l = newRecordLog(s.c.log, rec.Topic, rec.Partition)
+		s.logs[k] = l
+	}
+	return l
+}
+
+// run is Run for a share group: poll, settle every record of the poll, poll
+// again.
+func (s *shareSource[K, V]) run(ctx context.Context) error {
+	c := s.c
+	checkCtx, cancel := context.WithTimeout(ctx, 2*c.cfg.DeadLetter.WriteTimeout)
+	c.dlq.check(checkCtx, c.cfg.Topics)
+	cancel()
+	s.deliveryLimit(ctx)
+	s.checkGroup(ctx)
+	c.assigned.Store(1) // Stats.Ready: records come from the group, not from assigned partitions
+	for ctx.Err() == nil {
+		// Everything the fetch brought: a record left in the client
+		// would wait unseen, its lock running out.
+		fs := c.cl.PollFetches(ctx)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			break
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			c.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		})
+		if recs := fs.Records(); len(recs) > 0 {
+			s.settlePoll(ctx, recs)
+		}
+	}
+	return s.shutdown()
+}
+
+// shutdown closes the client, which RELEASEs every record of the last poll
+// that was not settled and sends the acknowledgements not sent yet.
+func (s *shareSource[K, V]) shutdown() error {
+	c := s.c
+	c.assigned.Store(0)
+	c.dlq.close()
+	c.cl.Close()
+	s.mu.Lock()
+	for _, l := range s.logs {
+		l.summary()
+	}
+	s.mu.Unlock()
+	c.log.Info("consumer stopped")
+	if c.haltErr != nil {
+		return c.haltErr
+	}
+	return nil
+}
+
+// settlePoll settles every record of one poll, Concurrency.Max at once:
+// the records of one key one at a time, in offset order. While it runs, the
+// records not settled yet are renewed (RENEW) before their acquisition lock
+// or the connection's idle timeout runs out. It returns when every record
+// is settled, or when ctx ends (the records left are released when the
+// client closes).
+func (s *shareSource[K, V]) settlePoll(ctx context.Context, recs []*kgo.Record) {
+	limit := s.deliveryLimit(ctx)
+	runs := keyRuns(recs)
+	stopRenew := s.renew(ctx, recs)
+	defer stopRenew()
+	workers := min(max(s.c.cfg.Concurrency.Max, 1), len(runs))
+	next := make(chan []*kgo.Record)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for run := range next {
+				for _, rec := range run {
+					if ctx.Err() != nil {
+						break
+					}
+					s.settle(ctx, rec, limit)
+				}
+			}
+		})
+	}
+feed:
+	for _, run := range runs {
+		select {
+		case next <- run:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// keyRuns splits a poll into runs that may be handled at once: the records
+// of one topic, partition and key in offset order, and each record without
+// a key alone.
+func keyRuns(recs []*kgo.Record) [][]*kgo.Record {
+	type runKey struct {
+		tp
+		key string
+	}
+	idx := make(map[runKey]int)
+	runs := make([][]*kgo.Record, 0, len(recs))
+	for _, r := range recs {
+		if r.Key == nil {
+			runs = append(runs, []*kgo.Record{r})
+			continue
+		}
+		k := runKey{tp{r.Topic, r.Partition}, string(r.Key)}
+		if i, ok := idx[k]; ok {
+			runs[i] = append(runs[i], r)
+			continue
+		}
+		idx[k] = len(runs)
+		runs = append(runs, []*kgo.Record{r})
+	}
+	return runs
+}
+
+// renew RENEWs the records of a poll that are not settled yet every third
+// of the shorter of their acquisition lock and the connection's idle
+// timeout, until the returned function is called. A record with a terminal
+// acknowledgement ignores a renew (Record.Ack), and so does one whose last
+// renew is still in flight.
+func (s *shareSource[K, V]) renew(ctx context.Context, recs []*kgo.Record) (stop func()) {
+	every := 10 * time.Second
+	if d := time.Until(recs[0].AcquisitionDeadline()); d > 0 {
+		every = d
+	}
+	if idle, ok := s.c.cl.OptValue(kgo.ConnIdleTimeout).(time.Duration); ok && idle > 0 {
+		every = min(every, idle)
+	}
+	every = max(every/3, 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				for _, r := range recs {
+					r.Ack(kgo.AckRenew)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// settle handles one record until it is settled: processed (ACCEPT),
+// released for another delivery (RELEASE), dead-lettered (then ACCEPT),
+// skipped (ACCEPT) or halted. When ctx ends first it is left unsettled.
+func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit int) {
+	c := s.c
+	c.stats.consumed.Add(1)
+	log := s.recordLog(rec)
+	attempt, first := 1, time.Time{}
+	stage, err := s.try(ctx, rec, attempt, first)
+	for {
+		if ctx.Err() != nil {
+			return // stopping: the failure may be our own cancellation
+		}
+		if err == nil {
+			rec.Ack(kgo.AckAccept)
+			c.stats.processed.Add(1)
+			s.settled(rec, OutcomeProcessed, stage, 0)
+			if attempt > 1 {
+				log.info("record recovered after retry", rec, "attempts", attempt, "delivery", rec.DeliveryCount())
+			}
+			return
+		}
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if c.cfg.SkipIf != nil && s.skipFunc(log, rec, stage, err) {
+			s.skip(log, rec, stage, err, attempt, "Config.SkipIf")
+			return
+		}
+		wake := c.wakeSignal() // before the kill switch is read, as in settleFailure
+		class := c.classify(stage, err)
+		out := c.policy.outcome(stage, class)
+		reason := deadletter.ReasonExhausted
+		if class == failure.ClassPermanent {
+			reason = deadletter.ReasonPermanent
+		}
+		retryOff := c.retryOff.Load()
+		if retryOff {
+			// The kill switch: no waiting and no other delivery,
+			// straight to the exhausted outcome.
+			if _, canRetry := out.Retry.Next(attempt, time.Since(first)); canRetry {
+				reason = deadletter.ReasonRetryDisabled
+			}
+		} else if wait, ok := retryWait(out.Retry, attempt, time.Since(first), err); ok {
+			c.stats.failure(stage, class, OutcomeRetried)
+			if h := c.hooks; h != nil {
+				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{rec.Topic, rec.Partition}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
+			}
+			if attempt == 1 || attempt%10 == 0 {
+				log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "delivery", rec.DeliveryCount(), "wait", dur(wait), "err", err)
+			}
+			if sleep(ctx, wait, wake) != nil || c.retryOff.Load() {
+				continue // stopping or kill switch: re-decide at the top
+			}
+			attempt++
+			stage, err = s.try(ctx, rec, attempt, first)
+			continue
+		}
+		// Retrying here is over. A failure that may pass goes back to the
+		// group while deliveries remain; the last delivery, or a
+		// permanent failure, takes the policy's action.
+		if class != failure.ClassPermanent && !retryOff && int(rec.DeliveryCount()) < limit {
+			rec.Ack(kgo.AckRelease)
+			c.stats.failure(stage, class, OutcomeReleased)
+			s.settled(rec, OutcomeReleased, stage, class)
+			log.info("record released for another delivery", rec, "stage", stage, "class", class, "attempts", attempt,
+				"delivery", rec.DeliveryCount(), "delivery_limit", limit, "err", err)
+			return
+		}
+		s.act(ctx, log, rec, stage, class, err, attempt, first, reason, out.Then)
+		return
+	}
+}
+
+// settled tells the hooks that rec is settled.
+func (s *shareSource[K, V]) settled(rec *kgo.Record, outcome Outcome, stage deadletter.Stage, class failure.Class) {
+	if h := s.c.hooks; h != nil {
+		h.RecordSettled(SettledEvent{PartitionEvent: PartitionEvent{rec.Topic, rec.Partition}, Offset: rec.Offset, Outcome: outcome, Stage: stage, Class: class})
+	}
+}
+
+// try decodes and processes rec once, as partition.try does. A panic
+// anywhere is a permanent failure of its stage.
+func (s *shareSource[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int, first time.Time) (stage deadletter.Stage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = failure.Permanent(&serde.PanicError{Stage: string(stage), Value: v})
+		}
+	}()
+	c := s.c
+	r := &Record[K, V]{Raw: rec, Attempt: attempt, FirstFailure: first}
+	m := serde.Meta{Topic: rec.Topic, Headers: headers(rec.Headers)}
+	if c.cfg.Key != nil {
+		stage = deadletter.StageDeserializeKey
+		m.Part = serde.Key
+		if r.Key, err = c.cfg.Key.Deserialize(ctx, m, rec.Key); err != nil {
+			return stage, err
+		}
+	}
+	stage = deadletter.StageDeserializeValue
+	m.Part = serde.Value
+	if r.Value, err = c.cfg.Value.Deserialize(ctx, m, rec.Value); err != nil {
+		return stage, err
+	}
+	stage = deadletter.StageProcess
+	if h := c.hooks; h != nil {
+		start := time.Now()
+		err = c.cfg.Handler(ctx, r)
+		h.HandlerDone(HandlerEvent{PartitionEvent: PartitionEvent{rec.Topic, rec.Partition}, Duration: time.Since(start), Err: err})
+		return stage, err
+	}
+	return stage, c.cfg.Handler(ctx, r)
+}
+
+// skipFunc asks Config.SkipIf; a panic in it counts as "no" and is logged.
+func (s *shareSource[K, V]) skipFunc(log *recordLog, rec *kgo.Record, stage deadletter.Stage, err error) (skip bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			log.error("Config.SkipIf panicked; the failure is settled by the policy", rec, "panic", v)
+			skip = false
+		}
+	}()
+	return s.c.cfg.SkipIf(stage, err)
+}
+
+// skip settles rec as skipped: ACCEPT, logged and counted.
+func (s *shareSource[K, V]) skip(log *recordLog, rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) {
+	class := s.c.classify(stage, err)
+	rec.Ack(kgo.AckAccept)
+	s.c.stats.failure(stage, class, OutcomeSkipped)
+	s.settled(rec, OutcomeSkipped, stage, class)
+	log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "delivery", rec.DeliveryCount(), "err", err)
+}
+
+// act settles rec by the policy's action: a dead letter, a skip or a halt.
+func (s *shareSource[K, V]) act(ctx context.Context, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) {
+	c := s.c
+	switch then {
+	case ActionSkip:
+		s.skip(log, rec, stage, err, attempts, string(reason))
+		return
+	case ActionHalt:
+		s.halt(log, rec, stage, class, err)
+		return
+	}
+	l := s.letter(rec, newFailure(s.group, rec, stage, class, reason, err, attempts, first), err)
+	l.class, l.attempts = class, attempts
+	switch s.write(ctx, log, l) {
+	case letterWritten:
+		rec.Ack(kgo.AckAccept)
+		c.stats.failure(stage, class, OutcomeDeadLettered)
+		s.settled(rec, OutcomeDeadLettered, stage, class)
+		log.warn("record dead-lettered", rec, "stage", stage, "class", class, "reason", reason, "attempts", attempts,
+			"delivery", rec.DeliveryCount(), "err", err)
+	case letterSkipped:
+		s.skip(log, rec, stage, err, attempts, "unwritable dead letter")
+	case letterHalted:
+		s.halt(log, rec, stage, class, fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, l.cur.err))
+	}
+}
+
+// halt stops the consumer on rec, which stays unsettled: the group delivers
+// it again, to another member.
+func (s *shareSource[K, V]) halt(log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error) {
+	s.c.stats.failure(stage, class, OutcomeHalted)
+	s.settled(rec, OutcomeHalted, stage, class)
+	log.error("halting on record", rec, "stage", stage, "class", class, "err", err)
+	s.c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})
+}
+
+// HeaderDeliveryCount is the header a share group's dead letter adds after
+// the failure headers: the record's delivery count, in decimal.
+const HeaderDeliveryCount = "antidote.delivery.count"
+
+// letter is the dead letter of rec: its key, value and headers byte for
+// byte, the failure headers of f, then its delivery count.
+func (s *shareSource[K, V]) letter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
+	w := s.c.dlq
+	f.ClientID = w.clientID
+	l := &letter{w: w, src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
+		extra: []kgo.RecordHeader{{Key: HeaderDeliveryCount, Value: strconv.AppendInt(nil, int64(rec.DeliveryCount()), 10)}},
+		// The partitioner reads the source partition from Partition.
+		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Partition: rec.Partition, Key: rec.Key, Value: rec.Value}}
+	l.tmpl.Headers = l.headers(l.hdrs[:0])
+	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
+		l.shrink()
+	}
+	return l
+}
+
+// letterEnd is how the write of a share group's dead letter ended.
+type letterEnd uint8
+
+const (
+	letterAbandoned letterEnd = iota // ctx ended: the record stays unsettled
+	letterWritten                    // acknowledged by Kafka
+	letterSkipped                    // unwritable, and DeadLetterConfig.Unwritable skips
+	letterHalted                     // unwritable, and DeadLetterConfig.Unwritable halts
+)
+
+// write writes l and waits for Kafka's acknowledgement, retrying failed
+// writes with DeadLetterConfig.Retry; a write that can never succeed is
+// settled by DeadLetterConfig.Unwritable. A write in flight when ctx ends
+// gets DeadLetterConfig.WriteTimeout to be acknowledged, so that its record
+// is not dead-lettered twice.
+func (s *shareSource[K, V]) write(ctx context.Context, log *recordLog, l *letter) letterEnd {
+	c, w := s.c, s.c.dlq
+	w.send(ctx, l)
+	for {
+		select {
+		case <-l.cur.done:
+		case <-ctx.Done():
+			t := time.NewTimer(w.timeout)
+			select {
+			case <-l.cur.done:
+				t.Stop()
+			case <-t.C:
+				return letterAbandoned
+			}
+		}
+		if l.ok() {
+			return letterWritten
+		}
+		if ctx.Err() != nil {
+			return letterAbandoned
+		}
+		err := l.cur.err
+		c.stats.dlqWriteErrors.Add(1)
+		never := unwritable(err)
+		if topicChanged(err) {
+			// Decided on the topic as it is now: an operator may have
+			// fixed it.
+			w.recheck(l.src.Topic, l.tmpl.Topic)
+			if werr := w.writable(ctx, l); werr == nil {
+				never = false
+			} else if never = unwritable(werr); never {
+				err = werr
+			}
+		}
+		if never {
+			switch c.cfg.DeadLetter.Unwritable {
+			case UnwritableSkip:
+				return letterSkipped
+			case UnwritableHalt:
+				return letterHalted
+			}
+		}
+		wait := w.nextWait(l)
+		log.error("dead-letter write failed; the record waits and the write is retried (its lock is renewed)", l.src,
+			"dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", dur(wait), "never_succeeds", never, "err", err)
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return letterAbandoned
+		}
+		w.send(ctx, l)
+	}
+}
