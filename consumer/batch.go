@@ -396,13 +396,22 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 			skipped := errors.Is(context.Cause(rctx), errSkipped)
 			who, lettered := byOperator(rctx)
 			rcancel(nil)
-			if skipped {
+			if skipped || lettered {
 				p.clearStuck(first.Offset)
-				return p.skip(first, &origin{rec: first}, deadletter.StageProcess, err, attempt, "operator") && p.handleBatch(batch[1:])
-			}
-			if lettered {
-				p.clearStuck(first.Offset)
-				return p.letterByOperator(first, &origin{rec: first}, deadletter.StageProcess, class, err, attempt, since, who) && p.handleBatch(batch[1:])
+				o, n, from := &origin{rec: first}, attempt, since
+				if s, ok := p.retries[first.Offset]; ok {
+					o.saved, n, from = true, s.attempts+attempt, s.first // its tries went on from before a restart
+				}
+				var ok bool
+				if skipped {
+					ok = p.skip(first, o, deadletter.StageProcess, err, n, "operator")
+				} else {
+					ok = p.letterByOperator(first, o, deadletter.StageProcess, class, err, n, from, who)
+				}
+				if ok && o.saved {
+					p.c.attempts.clear(first) // settled: its durable entry goes
+				}
+				return ok && p.handleBatch(batch[1:])
 			}
 			if serr != nil {
 				return false

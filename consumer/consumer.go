@@ -593,7 +593,8 @@ func (c *Consumer[K, V]) wakeSignal() <-chan struct{} {
 // [ErrNotStuck] when the partition is not stuck on that offset,
 // [ErrNotRetrying] when it is stuck but not retrying (waiting for a dead
 // letter already, or held by the flood guard), and [ErrNotAssigned] when this
-// member does not own the partition.
+// member does not own the partition. A try of the record already under way
+// that succeeds settles it as processed instead.
 func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who string) error {
 	p, err := c.owned(topic, part)
 	if err != nil {

@@ -171,13 +171,14 @@
 // polls or members.
 //
 // Guarantees: a record is ACCEPTed only once it was processed, skipped, or
-// dead-lettered with the letter acknowledged, so nothing acquired is lost
-// by this member. A member that crashes or is killed holds its records
-// until its connection closes (at once, for a killed process) or their
-// lock runs out; they are then delivered again with their delivery count
-// raised, and a record that was on its last delivery is archived by the
-// broker instead: it reaches Kafka's own dead-letter topic, if the group
-// has one, not ours. Processing is at least once: a record whose ACCEPT
+// dead-lettered with the letter acknowledged. A member that stops, crashes
+// or is killed, or halts, holds its unsettled records until its connection
+// closes (at once, for a killed process) or their lock runs out; they are
+// then delivered again with their delivery count raised, and a record that
+// was on its last delivery is archived by the broker instead: it reaches
+// Kafka's own dead-letter topic, if the group has one, not ours. This is
+// the one way a share group loses a record here, and the reason to set up
+// the broker's dead-letter topic (see below). Processing is at least once: a record whose ACCEPT
 // did not reach the broker (the member died, the connection dropped) is
 // delivered again, and handled, or dead-lettered, a second time.
 //
@@ -191,7 +192,7 @@
 // would dead-letter) and that renewals are on, and reports a broken setup
 // as an error with what to change. The kill switch and
 // [Consumer.WakeRetries] work as for a consumer group; Pause, Resume,
-// Skip and the flood guard are not part of this mode.
+// Skip, DeadLetter and the flood guard are not part of this mode.
 //
 // [RetryTopics], [ExactlyOnce], a [BatchHandler] and DurableAttempts.Topic
 // are refused by [New]: the group redelivers a record itself and counts its

@@ -114,11 +114,60 @@ func TestFamilyRebuildDropsGhosts(t *testing.T) {
 	// h's worker stops without writing it again.
 	close(alive)
 	f.stopped(-1, alive)
-	want = []string{"b@5", "d@9", "g@8"}
+	// e and h are back at their source, uncommitted: they still hold their
+	// keys, but a source record of theirs is handled again, not taken for
+	// forwarded; d's acknowledged copy is.
+	want = []string{"b@5", "d@9", "e@10", "g@8", "h@11"}
 	if got := keysOf(f); !slices.Equal(got, want) {
 		t.Fatalf("after the writes ended: %v, want %v", got, want)
 	}
+	if r, _ := f.route("e", 10); r != routeProcess {
+		t.Errorf("route of e, whose copy was never written = %d; want routeProcess", r)
+	}
+	if r, _ := f.route("d", 9); r != routeForwarded {
+		t.Errorf("route of d, whose copy was acknowledged = %d; want routeForwarded", r)
+	}
+	// Once the group committed the source past them, a rebuild drops them.
+	var src kadm.Offsets
+	src.Add(kadm.Offset{Topic: source, Partition: 0, At: 11, LeaderEpoch: -1})
+	if r, err := adm.CommitOffsets(ctx, group, src); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	if _, err := tr.read(ctx, map[tp]*family{{source, 0}: f}); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"b@5", "d@9", "g@8", "h@11"}
+	if got := keysOf(f); !slices.Equal(got, want) {
+		t.Fatalf("after the source's commit passed e: %v, want %v", got, want)
+	}
 	if n := f.size(); n != len(want) {
 		t.Fatalf("size %d, want %d", n, len(want))
+	}
+}
+
+// TestFamilyLostForwardFallsBack: a tier record forwarded again whose new
+// copy is never written (the write failed, its worker stopped) is where its
+// previous copy is: its entry goes back to that copy instead of going, and
+// keeps holding its key. A record of another source partition adds nothing.
+func TestFamilyLostForwardFallsBack(t *testing.T) {
+	f := newFamily("orders", 0, 100)
+	f.restore("k", 7, 0, 1, 42) // in tier 0 at offset 42
+	worker := make(chan struct{})
+	f.put("k", 7, 1, 2, worker) // failed again: forwarded to tier 1
+	f.sending("k", 7, 2)
+	close(worker)
+	f.sent("k", 7, 2, 0, errors.New("write failed"))
+	es := f.keys["k"]
+	if len(es) != 1 || es[0].tier != 0 || es[0].at != 42 || es[0].forwards != 1 {
+		t.Fatalf("entries %+v; want k back at tier 0 offset 42", es)
+	}
+	if tier, lost, ok := f.before("k", 9); !ok || lost || tier != 0 {
+		t.Fatalf("before(k, 9) = %d %v %v; want tier 0, held, not lost", tier, lost, ok)
+	}
+	other := tierRecord("orders.retry.1s", "x", "payments", 3, 1)
+	other.Offset = 43
+	f.took(0, []*kgo.Record{other})
+	if _, ok := f.keys["x"]; ok {
+		t.Fatal("a tier record of another source added an entry")
 	}
 }

@@ -618,12 +618,13 @@ func (p *partition[K, V]) skipAgain(rec *kgo.Record) bool {
 // origin is a record as the handler sees it: a fetched source record
 // itself, or the original of a record read from a retry tier.
 type origin struct {
-	rec      *kgo.Record
-	tiers    int           // retry tiers it went through after failing; 0 at the source
-	forwards int           // forwards to a tier so far (HeaderRetryForwards)
-	keyed    bool          // its family tracks it (per-key order): settling it must say so
-	saved    bool          // it has a durable attempts entry
-	out      []*kgo.Record // the handler's outputs (exactly-once mode)
+	rec       *kgo.Record
+	parkDelay time.Duration // a park waits this long in its tier (see lostBlockerDelay)
+	tiers     int           // retry tiers it went through after failing; 0 at the source
+	forwards  int           // forwards to a tier so far (HeaderRetryForwards)
+	keyed     bool          // its family tracks it (per-key order): settling it must say so
+	saved     bool          // it has a durable attempts entry
+	out       []*kgo.Record // the handler's outputs (exactly-once mode)
 }
 
 // process decodes and processes rec (o.rec as the handler sees it), then

@@ -252,7 +252,7 @@ func (t *tiers) family(source string, part int32) (f *family, created bool) {
 	k := tp{source, part}
 	f = t.fams[k]
 	if f == nil {
-		f = newFamily(t.cfg.MaxParked)
+		f = newFamily(source, part, t.cfg.MaxParked)
 		t.fams[k] = f
 		created = true
 	}
@@ -269,7 +269,7 @@ func (t *tiers) reset(ctx context.Context, log func(msg string, args ...any)) {
 	t.mu.Lock()
 	fams := make(map[tp]*family, len(t.fams))
 	for k := range t.fams {
-		f := newFamily(t.cfg.MaxParked)
+		f := newFamily(k.topic, k.partition, t.cfg.MaxParked)
 		t.fams[k], fams[k] = f, f
 	}
 	t.mu.Unlock()
@@ -315,12 +315,14 @@ func (t *tiers) drop(m map[string][]int32, held func(topic string, part int32) b
 // entries whose copy lies below a committed offset (consumed and committed,
 // here or by another member) and those whose write failed for good.
 type family struct {
-	mu    sync.Mutex
-	ready chan struct{} // closed when rebuilt; replaced by reset
-	keys  map[string][]entry
-	n     int
-	max   int
-	room  chan struct{} // closed when n drops under max; nil while nobody waits
+	source string // the source topic and partition
+	part   int32
+	mu     sync.Mutex
+	ready  chan struct{} // closed when rebuilt; replaced by reset
+	keys   map[string][]entry
+	n      int
+	max    int
+	room   chan struct{} // closed when n drops under max; nil while nobody waits
 	// seen is, by tier index, the offset after the last record this
 	// member's worker of the tier partition has taken.
 	seen map[int]int64
@@ -337,10 +339,38 @@ type entry struct {
 	at      int64
 	writing int32
 	by      <-chan struct{}
+	// prev is the copy before the current one (a tier record forwarded or
+	// parked again): where the record still is if the current copy is
+	// never written. prev.at is -1 when there is none (a source forward).
+	prev copyAt
 }
 
-func newFamily(max int) *family {
-	return &family{ready: make(chan struct{}), keys: map[string][]entry{}, max: max, seen: map[int]int64{}}
+// copyAt is where one copy of a record is: its tier, offset and forwards.
+type copyAt struct {
+	tier     int
+	at       int64
+	forwards int
+}
+
+// lost reports whether the current copy will never be written: its write
+// failed, or never started, and its writer stopped.
+func (e *entry) lost() bool { return e.at < 0 && e.writing == 0 && closed(e.by) }
+
+// fallBack handles a lost copy: the record is where its previous copy is
+// (true), or, without one, back at its source, uncommitted (false: the entry
+// stays, holding its key's later records, until the source's committed
+// offset passes it).
+func (e *entry) fallBack() bool {
+	if e.prev.at < 0 {
+		return false
+	}
+	e.tier, e.at, e.forwards, e.by = e.prev.tier, e.prev.at, e.prev.forwards, nil
+	e.prev = copyAt{at: -1}
+	return true
+}
+
+func newFamily(source string, part int32, max int) *family {
+	return &family{source: source, part: part, ready: make(chan struct{}), keys: map[string][]entry{}, max: max, seen: map[int]int64{}}
 }
 
 // closed reports whether the writer of a copy has stopped: it writes no more.
@@ -409,7 +439,10 @@ func (f *family) route(key string, offset int64) (route, tier int) {
 		return routeProcess, 0
 	}
 	for _, e := range es {
-		if e.offset == offset {
+		// In a tier already, if that copy was acknowledged; one not
+		// acknowledged yet may never be written, so the record is
+		// handled again (a copy that lands later is a repeat).
+		if e.offset == offset && e.at >= 0 {
 			return routeForwarded, e.tier
 		}
 	}
@@ -421,13 +454,13 @@ func (f *family) route(key string, offset int64) (route, tier int) {
 
 // before reports whether a record of key earlier than offset is in the
 // tiers, and the tier of the earliest one.
-func (f *family) before(key string, offset int64) (tier int, ok bool) {
+func (f *family) before(key string, offset int64) (tier int, lost, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if es := f.keys[key]; len(es) > 0 && es[0].offset < offset {
-		return es[0].tier, true
+		return es[0].tier, es[0].lost(), true
 	}
-	return 0, false
+	return 0, false, false
 }
 
 // find returns the entries of key and the index of the one at offset.
@@ -444,11 +477,20 @@ func (f *family) put(key string, offset int64, tier, forwards int, by <-chan str
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	es, i, found := f.find(key, offset)
-	e := entry{offset: offset, tier: tier, forwards: forwards, at: -1, by: by}
+	e := entry{offset: offset, tier: tier, forwards: forwards, at: -1, by: by, prev: copyAt{at: -1}}
 	if found {
-		if forwards >= es[i].forwards {
-			es[i] = e
+		old := es[i]
+		switch {
+		case forwards == old.forwards:
+			e.writing, e.prev = old.writing, old.prev // the same copy, written again
+		case forwards > old.forwards && old.at >= 0:
+			e.prev = copyAt{old.tier, old.at, old.forwards}
+		case forwards > old.forwards:
+			e.prev = old.prev
+		default:
+			return
 		}
+		es[i] = e
 		return
 	}
 	f.keys[key] = slices.Insert(es, i, e)
@@ -470,10 +512,10 @@ func (f *family) add(key string, offset int64, tier, forwards int, at int64) {
 	es, i, found := f.find(key, offset)
 	switch {
 	case !found:
-		f.keys[key] = slices.Insert(es, i, entry{offset: offset, tier: tier, forwards: forwards, at: at})
+		f.keys[key] = slices.Insert(es, i, entry{offset: offset, tier: tier, forwards: forwards, at: at, prev: copyAt{at: -1}})
 		f.n++
 	case forwards > es[i].forwards:
-		es[i] = entry{offset: offset, tier: tier, forwards: forwards, at: at}
+		es[i] = entry{offset: offset, tier: tier, forwards: forwards, at: at, prev: copyAt{at: -1}}
 	case forwards == es[i].forwards:
 		es[i].at = max(es[i].at, at) // a copy written twice: the later one counts
 	}
@@ -503,8 +545,8 @@ func (f *family) sent(key string, offset int64, forwards int, at int64, err erro
 		e.at = max(e.at, at)
 		return
 	}
-	if e.writing == 0 && e.at < 0 && closed(e.by) {
-		f.remove(key, es, i)
+	if e.lost() {
+		e.fallBack()
 	}
 }
 
@@ -518,7 +560,7 @@ func (f *family) took(tier int, recs []*kgo.Record) {
 		if r.Key == nil {
 			continue
 		}
-		if st, err := parseRetry(r.Headers); err == nil {
+		if st, err := parseRetry(r.Headers); err == nil && st.f.Topic == f.source && st.f.Partition == f.part {
 			f.add(string(r.Key), st.f.Offset, tier, st.forwards, r.Offset)
 		}
 	}
@@ -534,13 +576,21 @@ func (f *family) stopped(tier int, by <-chan struct{}) {
 	if tier >= 0 {
 		delete(f.seen, tier)
 	}
-	f.sweep(func(e *entry) bool { return e.by == by && e.at < 0 && e.writing == 0 })
+	for _, es := range f.keys {
+		for i := range es {
+			if e := &es[i]; e.by == by && e.lost() {
+				e.fallBack()
+			}
+		}
+	}
 }
 
 // prune drops, after a rebuild read the tiers, the entries whose copy lies
 // below floor, the committed (or first) offset of its tier partition (by
 // tier index): consumed and committed, here or by another member, or gone.
-// An entry whose copy is newer is read again or in a worker's hands.
+// An entry whose copy is newer is read again or in a worker's hands. A lost
+// copy falls back to the previous one; without one, the entry goes once the
+// source partition's committed offset (floor[-1]) passes its record.
 func (f *family) prune(floor map[int]int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -548,8 +598,12 @@ func (f *family) prune(floor map[int]int64) {
 		if e.writing > 0 {
 			return false
 		}
+		if e.lost() && !e.fallBack() {
+			src, ok := floor[-1]
+			return ok && e.offset < src
+		}
 		if e.at < 0 {
-			return closed(e.by)
+			return false // being written
 		}
 		lo, ok := floor[e.tier]
 		return ok && e.at < lo
@@ -602,7 +656,7 @@ func (f *family) stale(key string, offset int64, forwards int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	es, i, found := f.find(key, offset)
-	return found && es[i].forwards > forwards
+	return found && es[i].forwards > forwards && es[i].at >= 0
 }
 
 // settle forgets the record of key at offset: it is processed,
@@ -790,6 +844,9 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 	}()
 	for k, f := range fams {
 		floors[k] = map[int]int64{}
+		if c, ok := committed.Lookup(k.topic, k.partition); ok && c.At >= 0 {
+			floors[k][-1] = c.At
+		}
 		for i, topic := range t.names[k.topic] {
 			end, ok := ends.Lookup(topic, k.partition)
 			if !ok || end.Err != nil {
@@ -862,7 +919,7 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 			if err != nil {
 				return // handled (dead-lettered) when it is consumed
 			}
-			if f := fams[tp{tier.source, r.Partition}]; f != nil {
+			if f := fams[tp{tier.source, r.Partition}]; f != nil && st.f.Topic == tier.source && st.f.Partition == r.Partition {
 				f.restore(string(r.Key), st.f.Offset, tier.index, st.forwards, r.Offset)
 			}
 		})
@@ -924,7 +981,12 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		if p.fam.stale(string(rec.Key), o.rec.Offset, st.forwards) {
 			return p.settled(rec) // an older copy, read again after a crash
 		}
-		if tier, ok := p.fam.before(string(rec.Key), o.rec.Offset); ok {
+		if tier, lost, ok := p.fam.before(string(rec.Key), o.rec.Offset); ok {
+			if lost {
+				// Its blocker went back to its source, where another
+				// member may hold it: no hurry to read this again.
+				o.parkDelay = lostBlockerDelay
+			}
 			return p.park(rec, o, st.f, tier)
 		}
 	}
@@ -972,10 +1034,14 @@ func (p *partition[K, V]) park(rec *kgo.Record, o *origin, prev *deadletter.Fail
 		f = deadletter.Failure{Reason: ReasonParked, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
 			OriginalHeaders: len(r.Headers), Group: p.c.cfg.Group}
 	}
-	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, o.forwards+1, time.Now(), true), kindParked)
+	l := p.tierLetter(o, &f, nil, tier, retryHeaders(o.tiers, o.forwards+1, time.Now().Add(o.parkDelay), true), kindParked)
 	p.track(l, o, tier)
 	return p.settleLetter(rec, l)
 }
+
+// lostBlockerDelay is how long a tier record parked behind a record whose
+// copy was lost (back at its source) waits before it is read again.
+const lostBlockerDelay = time.Second
 
 // track puts o.rec in the family, as written to tier by letter l, whose
 // writes tell the family when its copy is acknowledged or lost.

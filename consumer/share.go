@@ -652,10 +652,7 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 	attempt, first := 1, time.Time{}
 	stage, err := s.try(ctx, rec, attempt, first)
 	for {
-		if ctx.Err() != nil {
-			return // stopping: the failure may be our own cancellation
-		}
-		if err == nil {
+		if err == nil { // before the stop check: a success is accepted even while stopping
 			rec.Ack(kgo.AckAccept)
 			c.stats.processed.Add(1)
 			s.settled(rec, OutcomeProcessed, stage, 0)
@@ -663,6 +660,9 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 				log.info("record recovered after retry", rec, "attempts", attempt, "delivery", rec.DeliveryCount())
 			}
 			return
+		}
+		if ctx.Err() != nil {
+			return // stopping: the failure may be our own cancellation
 		}
 		if first.IsZero() {
 			first = time.Now()

@@ -130,7 +130,7 @@ type BrokerState struct {
 type OutcomeKey struct {
 	Stage   deadletter.Stage
 	Class   failure.Class
-	Outcome Outcome // OutcomeRetried, OutcomeDeadLettered, OutcomeSkipped or OutcomeHalted
+	Outcome Outcome // OutcomeRetried, OutcomeDeadLettered, OutcomeSkipped, OutcomeHalted, OutcomeForwarded or OutcomeReleased
 }
 
 // MarshalText writes the key as "stage/class/outcome", for example
