@@ -573,3 +573,20 @@ func retryDisabledFromEnv() (bool, error) {
 	}
 	return false, configErr(EnvRetryDisabled, fmt.Sprintf("%q is not a boolean (use 1/true to turn retrying off, 0/false to keep it on)", v))
 }
+
+// commonDefaults fills the defaults every source shares: the dead-letter
+// writer's retry and timeout, the logger and the classifier.
+func (cfg *Config[K, V]) commonDefaults() {
+	if cfg.DeadLetter.Retry == nil {
+		cfg.DeadLetter.Retry = defaultDeadLetterRetry
+	}
+	if cfg.DeadLetter.WriteTimeout == 0 {
+		cfg.DeadLetter.WriteTimeout = defaultDeadLetterTimout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Classifier == nil {
+		cfg.Classifier = failure.Default()
+	}
+}

@@ -107,18 +107,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		// kept in this mode (documented).
 		cfg.DurableAttempts.Disable = true
 	}
-	if cfg.DeadLetter.Retry == nil {
-		cfg.DeadLetter.Retry = defaultDeadLetterRetry
-	}
-	if cfg.DeadLetter.WriteTimeout == 0 {
-		cfg.DeadLetter.WriteTimeout = defaultDeadLetterTimout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Classifier == nil {
-		cfg.Classifier = failure.Default()
-	}
+	cfg.commonDefaults()
 	c := &Consumer[K, V]{
 		cfg:        cfg,
 		policy:     cfg.Policy.resolve(),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,18 +133,7 @@ func newShare[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	if cfg.Share.MaxRecords == 0 {
 		cfg.Share.MaxRecords = defaultShareMaxRecords
 	}
-	if cfg.DeadLetter.Retry == nil {
-		cfg.DeadLetter.Retry = defaultDeadLetterRetry
-	}
-	if cfg.DeadLetter.WriteTimeout == 0 {
-		cfg.DeadLetter.WriteTimeout = defaultDeadLetterTimout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Classifier == nil {
-		cfg.Classifier = failure.Default()
-	}
+	cfg.commonDefaults()
 	cfg.DurableAttempts.Disable = true // the broker counts deliveries
 	cfg.FloodGuard.Disable = true
 	c := &Consumer[K, V]{

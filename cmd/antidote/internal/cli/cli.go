@@ -313,15 +313,16 @@ func nearest(s string, values []string) []string {
 	var out []string
 	for _, v := range values {
 		lv := strings.ToLower(v)
-		if strings.HasPrefix(lv, s) || distance(s, lv) <= 2 {
+		if strings.HasPrefix(lv, s) || EditDistance(s, lv) <= 2 {
 			out = append(out, v)
 		}
 	}
 	return out
 }
 
-// distance is the Levenshtein distance of a and b, in bytes.
-func distance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b, in bytes: how typos
+// are matched to what was meant.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

@@ -389,7 +389,7 @@ func keysOf(m map[string]reflect.StructField) []string {
 func didYouMean(s string, names []string) string {
 	best, bestD := "", 1<<30
 	for _, n := range names {
-		if d := editDistance(strings.ToLower(s), n); d < bestD {
+		if d := cli.EditDistance(strings.ToLower(s), n); d < bestD {
 			best, bestD = n, d
 		}
 	}
@@ -397,27 +397,6 @@ func didYouMean(s string, names []string) string {
 		return fmt.Sprintf(" (did you mean %s?)", best)
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // choice checks that v is one of choices, at the key path.
