@@ -20,6 +20,7 @@ import (
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
 )
 
@@ -27,10 +28,11 @@ import (
 // or the child starting and stopping. The oracle reads nothing else of the
 // children.
 type Event struct {
-	Ev     string `json:"ev"` // start | call | skip | pause | resume | retry | stop
+	Ev     string `json:"ev"` // start | call | ack | skip | pause | resume | retry | stop
 	Member int    `json:"m"`
 	PID    int    `json:"pid,omitempty"`
 	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
+	To     string `json:"to,omitempty"`    // ack: the dead-letter or tier topic the letter went to
 	Part   int32  `json:"p"`
 	Offset int64  `json:"o"`
 	Key    string `json:"key,omitempty"`
@@ -38,7 +40,7 @@ type Event struct {
 	Att    int    `json:"att,omitempty"`
 	Tier   int    `json:"tier,omitempty"`
 	Res    string `json:"res,omitempty"` // ok | transient | permanent | canceled
-	T0     int64  `json:"t0,omitempty"`  // unix nanoseconds: the call began
+	T0     int64  `json:"t0,omitempty"`  // unix nanoseconds: the call began (ack: Kafka acknowledged the letter before it)
 	T1     int64  `json:"t1,omitempty"`  // and ended
 	Err    string `json:"err,omitempty"`
 	On     *bool  `json:"on,omitempty"`      // retry: the kill switch's new state
@@ -90,6 +92,9 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 	if m.Protocol == "consumer" {
 		cfg.GroupProtocol = consumer.GroupConsumer
 	}
+	if w != nil && w.log != nil {
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(ackHook{w.log, member}))
+	}
 	retry := backoff.MaxAttempts(backoff.Fixed(ms(m.BackoffMs)), m.Tries)
 	then := consumer.ActionDeadLetter
 	if len(m.TiersMs) > 0 {
@@ -123,6 +128,43 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 		cfg.Buffer = consumer.BufferLimits{PartitionRecords: m.BufferRecords, TotalRecords: 2 * m.BufferRecords}
 	}
 	return cfg
+}
+
+// ackHook logs every letter (a dead letter, or a copy forwarded to a retry
+// tier) that Kafka acknowledged, as "ack" events: the oracle's evidence that
+// a record was dead-lettered or forwarded when the letter itself is gone
+// from Kafka because a fault deleted its topic. It sees what the consumer's
+// client writes (letters and, in exactly-once mode, outputs: those carry no
+// original coordinates and are left out); in exactly-once mode the
+// acknowledgement is inside a transaction not committed yet.
+type ackHook struct {
+	log    *eventLog
+	member int
+}
+
+var _ kgo.HookProduceRecordUnbuffered = ackHook{}
+
+func (h ackHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if err != nil {
+		return
+	}
+	var topic, part, off string
+	for _, x := range r.Headers {
+		switch x.Key {
+		case deadletter.HeaderOriginalTopic:
+			topic = string(x.Value)
+		case deadletter.HeaderOriginalPartition:
+			part = string(x.Value)
+		case deadletter.HeaderOriginalOffset:
+			off = string(x.Value)
+		}
+	}
+	p, err1 := strconv.Atoi(part)
+	o, err2 := strconv.ParseInt(off, 10, 64)
+	if topic == "" || err1 != nil || err2 != nil {
+		return
+	}
+	h.log.write(Event{Ev: "ack", Member: h.member, Topic: topic, To: r.Topic, Part: int32(p), Offset: o, T0: time.Now().UnixNano()})
 }
 
 // worker is a child's handler: it does what each record's value says and

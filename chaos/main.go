@@ -132,7 +132,11 @@ type Summary struct {
 	Modes      map[string]int `json:"modes"`
 	Seconds    float64        `json:"seconds"`
 	PeakRSSKiB int64          `json:"peak_rss_kib"` // the largest peak RSS of a consumer process
-	Failed     []Failed       `json:"failed,omitempty"`
+	// Deleted counts the records dead-lettered (or forwarded to a tier)
+	// whose acknowledged letter a delete fault destroyed with its topic:
+	// not lost, and not read by the oracle either.
+	Deleted int      `json:"deleted_by_fault"`
+	Failed  []Failed `json:"failed,omitempty"`
 }
 
 // Failed is a run with violations or an error.
@@ -214,6 +218,7 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 		}
 		s.Violations += len(res.Violations)
 		s.PeakRSSKiB = max(s.PeakRSSKiB, res.PeakRSSKiB)
+		s.Deleted += res.Deleted
 		for _, v := range res.Violations {
 			s.ByKind[v.Kind]++
 		}
@@ -227,6 +232,9 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 			}
 			if res.Err != "" {
 				status = "error: " + res.Err
+			}
+			if res.Deleted > 0 {
+				status += fmt.Sprintf(" (%d records dead-lettered or forwarded, then deleted by the fault)", res.Deleted)
 			}
 			logf("%s seed %d (%s, %d records, faults %v) in %v: %s", name, sd, res.Mode, res.Records, kinds(sc), res.Duration.Round(100*time.Millisecond), status)
 			for _, n := range res.Notes {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -45,10 +46,37 @@ type facts struct {
 	exits     []Violation
 	forwards  []*kgo.Record  // copies in the retry tiers (read_committed)
 	commits   []commitSample // the group's offsets as they moved
+	// deletes are the topics the delete fault deleted, and deleteMargin
+	// how long after a deletion's answer a logged acknowledgement may
+	// still be of a letter the deletion destroyed (see account).
+	deletes      []deletion
+	deleteMargin time.Duration
 	// durable: the mode keeps attempt counts (DurableAttempts, one
 	// record at a time or batches, not exactly-once) and no process or
 	// broker was killed, so no count may be lost.
 	durable bool
+}
+
+// deletion is a topic the delete fault deleted: the request went out at
+// Start and was answered at End (unix nanoseconds).
+type deletion struct {
+	Topic string `json:"topic"`
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+}
+
+// deleteMargin is how long after a deletion was answered an "ack" event may
+// still be of a letter written to the deleted topic: a child logs the
+// acknowledgement when its client hands the promise over, after the broker
+// appended the letter (on a loaded machine, late); on the cluster, a leader
+// also applies the deletion after the controller answered. A letter written
+// to the topic created again is read by the oracle's reader; only a letter
+// that is missing is judged by its acknowledgement.
+func deleteMargin(backend string) time.Duration {
+	if backend == "cluster" {
+		return 3 * time.Second
+	}
+	return time.Second
 }
 
 // readEvents reads every child's log in dir; a last line cut by a SIGKILL
@@ -109,18 +137,27 @@ func parseLetter(r *kgo.Record) (letter, error) {
 
 // accounts is the fate of each source record, from the logs and letters.
 type accounts struct {
-	ok        map[pos][]Event
-	failed    map[pos]int // failing calls (transient, permanent)
-	calls     map[pos][]Event
-	skipped   map[pos]bool
-	letters   map[pos][]letter
+	ok      map[pos][]Event
+	failed  map[pos]int // failing calls (transient, permanent)
+	calls   map[pos][]Event
+	skipped map[pos]bool
+	letters map[pos][]letter
+	acks    map[pos][]Event // letters Kafka acknowledged, by source record (the children's "ack" events)
+	// deleted are the records that are neither processed, dead-lettered
+	// (as read) nor skipped, whose last acknowledged letter went to a topic
+	// that the delete fault deleted after it: dead-lettered (or forwarded
+	// to a tier), then deleted by the fault, and not lost. The value is the
+	// topic. A record whose letter was never acknowledged, or acknowledged
+	// after the last deletion of its topic (so in the topic created again,
+	// where the oracle's reader finds it), is not here.
+	deleted   map[pos]string
 	badLetter []Violation
 	killSw    bool // an operator turned retrying off at some point
 }
 
-func account(source string, letterRecs []*kgo.Record, events []Event) *accounts {
+func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, letters: map[pos][]letter{}}
+		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}}
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
 		switch e.Ev {
@@ -138,6 +175,10 @@ func account(source string, letterRecs []*kgo.Record, events []Event) *accounts 
 		case "skip":
 			if e.Err == "" && e.Topic == source {
 				a.skipped[at] = true
+			}
+		case "ack":
+			if e.Topic == source {
+				a.acks[at] = append(a.acks[at], e)
 			}
 		case "retry":
 			if e.On != nil && !*e.On {
@@ -157,20 +198,33 @@ func account(source string, letterRecs []*kgo.Record, events []Event) *accounts 
 		}
 		a.letters[l.at] = append(a.letters[l.at], l)
 	}
+	for at, acks := range a.acks {
+		if len(a.ok[at]) > 0 || len(a.letters[at]) > 0 || a.skipped[at] {
+			continue
+		}
+		last := slices.MaxFunc(acks, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
+		for _, d := range dels {
+			if d.Topic == last.To && last.T0 < d.End+margin.Nanoseconds() {
+				a.deleted[at] = d.Topic
+				break
+			}
+		}
+	}
 	return a
 }
 
 // unaccounted lists the source records that are neither processed,
-// dead-lettered nor skipped.
-func unaccounted(src, letterRecs []*kgo.Record, events []Event) []*kgo.Record {
+// dead-lettered nor skipped (nor dead-lettered or forwarded, then deleted by
+// the delete fault).
+func unaccounted(src, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration) []*kgo.Record {
 	if len(src) == 0 {
 		return nil
 	}
-	a := account(src[0].Topic, letterRecs, events)
+	a := account(src[0].Topic, letterRecs, events, dels, margin)
 	var out []*kgo.Record
 	for _, r := range src {
 		at := pos{r.Partition, r.Offset}
-		if len(a.ok[at]) == 0 && len(a.letters[at]) == 0 && !a.skipped[at] {
+		if len(a.ok[at]) == 0 && len(a.letters[at]) == 0 && !a.skipped[at] && a.deleted[at] == "" {
 			out = append(out, r)
 		}
 	}
@@ -191,7 +245,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 	slices.SortFunc(src, func(a, b *kgo.Record) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 	})
-	a := account(sc.Source(), f.letters, f.events)
+	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin)
 	vs = append(vs, a.badLetter...)
 	byPos := map[pos]*kgo.Record{}
 	for _, r := range src {
@@ -218,8 +272,10 @@ func judge(sc *Scenario, f *facts) []Violation {
 		pill := perr != nil
 		ls := a.letters[at]
 		oks := a.ok[at]
-		// Nothing lost.
-		if len(oks) == 0 && len(ls) == 0 && !a.skipped[at] {
+		// Nothing lost. A record whose letter Kafka acknowledged before
+		// the delete fault deleted its topic was dead-lettered (or
+		// forwarded), then deleted by the fault: the run's doing.
+		if len(oks) == 0 && len(ls) == 0 && !a.skipped[at] && a.deleted[at] == "" {
 			if fw := forwarded[at]; fw > 0 {
 				add("unsettled", "record %s (value %.40q) is in a retry tier (%d copies), not yet processed, dead-lettered or skipped by the end of the run; calls: %s",
 					at, r.Value, fw, calls(a.calls[at]))
@@ -333,6 +389,12 @@ func commitAhead(src []*kgo.Record, a *accounts, f *facts) []Violation {
 		if l, err := parseLetter(r); err == nil {
 			at(l.at, r.Timestamp.UnixNano())
 		}
+	}
+	// A letter acknowledged settled its record too, even when a delete
+	// fault destroyed it before the oracle's reader saw it.
+	for p, es := range a.acks {
+		t, _ := minT0(es)
+		at(p, t)
 	}
 	byPart := map[int32][]*kgo.Record{}
 	for _, r := range src {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +30,7 @@ type Result struct {
 	Duration   time.Duration  `json:"duration_ns"`
 	Notes      []string       `json:"notes,omitempty"` // faults that could not be done, produce errors
 	PeakRSSKiB int64          `json:"peak_rss_kib"`    // the largest peak RSS of a consumer process that stopped cleanly
+	Deleted    int            `json:"deleted"`         // records whose acknowledged letter a delete fault destroyed
 	Dir        string         `json:"dir,omitempty"`   // kept when something failed
 	Err        string         `json:"error,omitempty"`
 }
@@ -50,6 +52,7 @@ type runner struct {
 	exits   []Violation    // children that exited on their own
 	faults  map[string]int // executed, by kind
 	notes   []string       // fault actions that could not be done
+	deletes []deletion     // topics the delete fault deleted
 	tail    *tail
 }
 
@@ -197,6 +200,7 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	in.exits = append(in.exits, ghosts...)
 	r.mu.Lock()
 	in.exits = append(in.exits, r.exits...)
+	in.deletes, in.deleteMargin = slices.Clone(r.deletes), deleteMargin(sc.Backend)
 	m := sc.Mode
 	in.durable = m.DurableAttempts && m.Dispatch != "lanes" && !m.ExactlyOnce &&
 		r.faults[FaultKill] == 0 && r.faults[FaultBrokerKill] == 0 && r.faults[FaultBrokerHang] == 0
@@ -207,6 +211,7 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 		res.PeakRSSKiB = max(res.PeakRSSKiB, e.RSSKiB)
 	}
 	res.Violations = judge(sc, in)
+	res.Deleted = len(account(sc.Source(), in.letters, in.events, in.deletes, in.deleteMargin).deleted)
 	return nil
 }
 
@@ -483,6 +488,7 @@ func (r *runner) fault(ctx context.Context, f Fault, brokerMu *sync.Mutex) {
 		if f.Arg == 1 && len(r.sc.Mode.TiersMs) > 0 {
 			topic = consumer.RetryTopics{}.TierTopic(r.sc.Source(), r.sc.Group(), ms(r.sc.Mode.TiersMs[0]))
 		}
+		start := time.Now().UnixNano()
 		resp, err := r.adm.DeleteTopics(ctx, topic)
 		if err == nil {
 			err = resp.Error()
@@ -491,6 +497,9 @@ func (r *runner) fault(ctx context.Context, f Fault, brokerMu *sync.Mutex) {
 			r.note("delete %s: %v", topic, err)
 			return
 		}
+		r.mu.Lock()
+		r.deletes = append(r.deletes, deletion{Topic: topic, Start: start, End: time.Now().UnixNano()})
+		r.mu.Unlock()
 		r.logf("seed %d: deleted %s", r.sc.Seed, topic)
 		count()
 	case FaultBrokerKill, FaultBrokerHang:
@@ -532,7 +541,10 @@ func (r *runner) leader(ctx context.Context, arg int) (int32, error) {
 func (r *runner) settled(ctx context.Context) (bool, int) {
 	events, _ := readEvents(r.dir)
 	snap := r.tail.snapshot()
-	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), events))
+	r.mu.Lock()
+	dels := slices.Clone(r.deletes)
+	r.mu.Unlock()
+	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), events, dels, deleteMargin(r.sc.Backend)))
 	ends, err := r.adm.ListEndOffsets(ctx, r.sc.Source())
 	if err != nil {
 		return false, left
