@@ -8,8 +8,9 @@
 // (one at a time, keyed lanes, batch handler; retry in place or retry tiers;
 // exactly-once; durable attempts; classic or KIP-848 group protocol; buffer
 // limits), a workload (partitions, null, empty and other keys, record sizes
-// up to the topic's limit, poison pills, permanent and transient failures
-// with a per-record count, handler latency) and faults at random moments
+// up to the topic's limit, poison pills of the kinds `antidote poison`
+// makes, permanent and transient failures with a per-record count, handler
+// latency) and faults at random moments
 // (consumer processes killed and restarted, members joining and leaving,
 // operator pause/resume, skip and kill switch, the source topic growing
 // partitions; on the three-broker cluster, partition leaders SIGKILLed and

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/internal/pills"
 )
 
 // Result is what one run found.
@@ -305,13 +306,15 @@ func (r *runner) produce(ctx context.Context, t0 time.Time) {
 				v.Fail = 1000
 			}
 		}
-		if pill {
-			rec.Value = poison(rnd, i)
-		} else {
-			rec.Value = v.Encode(size)
-		}
 		if rnd.IntN(4) == 0 {
 			rec.Headers = []kgo.RecordHeader{{Key: "chaos-id", Value: fmt.Append(nil, i)}, {Key: "empty", Value: nil}}
+		}
+		if pill {
+			var kind string
+			rec.Value, kind = poison(rnd, i, sc.MaxMessage)
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: pills.Header, Value: []byte(kind)})
+		} else {
+			rec.Value = v.Encode(size)
 		}
 		wg.Add(1)
 		r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
