@@ -95,6 +95,9 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 	if w != nil && w.log != nil {
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(ackHook{w.log, member}))
 	}
+	if w != nil && len(w.routes) > 0 {
+		cfg.ClientOpts = append(cfg.ClientOpts, routeDialer(w.routes))
+	}
 	retry := backoff.MaxAttempts(backoff.Fixed(ms(m.BackoffMs)), m.Tries)
 	then := consumer.ActionDeadLetter
 	if len(m.TiersMs) > 0 {
@@ -174,6 +177,7 @@ type worker struct {
 	member int
 	log    *eventLog
 	output string
+	routes map[string]string // broker address -> its fault proxy
 }
 
 func (w *worker) call(ctx context.Context, r *consumer.Record[string, Value]) (Event, error) {
@@ -237,8 +241,9 @@ func (w *worker) batch(ctx context.Context, batch []*consumer.Record[string, Val
 
 // runChild is a consumer process: it reads the scenario from dir, runs one
 // member, logs to dir/m<member>.jsonl, and takes operator commands on stdin,
-// one a line: "pause MS", "skip", "retryoff MS".
-func runChild(dir string, member int, brokers []string) int {
+// one a line: "pause MS", "skip", "retryoff MS". With routes, its clients
+// reach those brokers through their fault proxies.
+func runChild(dir string, member int, brokers []string, routes map[string]string) int {
 	b, err := os.ReadFile(dir + "/scenario.json")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -257,7 +262,7 @@ func runChild(dir string, member int, brokers []string) int {
 	el := &eventLog{f: f}
 	logf, _ := os.OpenFile(fmt.Sprintf("%s/m%d.log", dir, member), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	w := &worker{sc: &sc, member: member, log: el, output: sc.Output()}
+	w := &worker{sc: &sc, member: member, log: el, output: sc.Output(), routes: routes}
 	c, err := consumer.New(sc.config(brokers, member, w, log))
 	if err != nil {
 		el.write(Event{Ev: "stop", Member: member, Err: "new: " + err.Error()})

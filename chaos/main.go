@@ -14,7 +14,9 @@
 // (consumer processes killed and restarted, members joining and leaving,
 // operator pause/resume, skip and kill switch, the source topic growing
 // partitions; on the three-broker cluster, partition leaders SIGKILLed and
-// restarted or SIGSTOPped and continued). The consumers run as child
+// restarted or SIGSTOPped and continued, and network faults between the
+// consumers and a partition leader through a TCP fault proxy: latency, a
+// cut, a slow close). The consumers run as child
 // processes of this program that log every handler call; the oracle reads
 // only those logs and what Kafka holds.
 //
@@ -54,15 +56,16 @@ func main() {
 		show     = flag.Bool("show", false, "print the scenario of -seed and exit")
 		shrinkN  = flag.Int("shrink", 0, "shrink each failing scenario with up to this many more runs (fewer faults, records, members)")
 		scenario = flag.String("scenario", "", "run the scenario in this JSON file (a failing run's scenario.json, edited to shrink it by hand) instead of generating one")
-		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang)")
+		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang, net-latency, net-cut, net-slow-close)")
 
 		child   = flag.String("child", "", "")
 		member  = flag.Int("member", 0, "")
 		brokers = flag.String("brokers", "", "")
+		proxy   = flag.String("proxy", "", "")
 	)
 	flag.Parse()
 	if *child != "" { // a consumer process: see runChild
-		os.Exit(runChild(*child, *member, strings.Split(*brokers, ",")))
+		os.Exit(runChild(*child, *member, strings.Split(*brokers, ","), parseRoutes(*proxy)))
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1

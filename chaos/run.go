@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -55,6 +56,7 @@ type runner struct {
 	notes   []string       // fault actions that could not be done
 	deletes []deletion     // topics the delete fault deleted
 	tail    *tail
+	proxies *netProxies // when the scenario has network faults
 }
 
 // member is one consumer child process.
@@ -124,6 +126,15 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	}
 	defer r.tail.close()
 
+	if sc.hasNetFault() {
+		if r.proxies, err = newNetProxies(r.brokers, r.dir+"/proxy.log"); err != nil {
+			return err
+		}
+		defer func() {
+			r.note("fault proxies accepted %d connections from the consumers", r.proxies.accepted())
+			r.proxies.close()
+		}()
+	}
 	defer r.stopAll() // whatever happens, no child outlives the run
 	for range sc.Members {
 		r.startMember(-1)
@@ -348,7 +359,11 @@ func (r *runner) startMember(idx int) {
 		idx = r.next
 		r.next++
 	}
-	cmd := exec.Command(r.exe, "-child", r.dir, "-member", fmt.Sprint(idx), "-brokers", strings.Join(r.brokers, ","))
+	args := []string{"-child", r.dir, "-member", fmt.Sprint(idx), "-brokers", strings.Join(r.brokers, ",")}
+	if r.proxies != nil {
+		args = append(args, "-proxy", r.proxies.routes())
+	}
+	cmd := exec.Command(r.exe, args...)
 	errf, _ := os.OpenFile(fmt.Sprintf("%s/m%d.stderr", r.dir, idx), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	cmd.Stderr, cmd.Stdout = errf, errf
 	stdin, _ := cmd.StdinPipe()
@@ -518,7 +533,39 @@ func (r *runner) fault(ctx context.Context, f Fault, brokerMu *sync.Mutex) {
 		if err := r.be.BrokerFault(ctx, f.Kind, node, ms(f.ForMs)); err != nil {
 			r.note("%s broker %d: %v", f.Kind, node, err)
 		}
+	case FaultNetLatency, FaultNetCut, FaultNetSlowClose:
+		if r.proxies == nil {
+			return
+		}
+		node, err := r.leader(ctx, f.Arg)
+		var addr string
+		if err == nil {
+			addr, err = r.brokerAddr(ctx, node)
+		}
+		if err != nil {
+			r.note("%s: %v", f.Kind, err)
+			return
+		}
+		count()
+		r.logf("seed %d: %s between the consumers and broker %d (%s) for %v", r.sc.Seed, f.Kind, node, addr, ms(f.ForMs))
+		if err := r.proxies.fault(ctx, f.Kind, addr, f.Arg, ms(f.ForMs)); err != nil {
+			r.note("%s broker %d: %v", f.Kind, node, err)
+		}
 	}
+}
+
+// brokerAddr is the address a broker advertises, as the clients dial it.
+func (r *runner) brokerAddr(ctx context.Context, node int32) (string, error) {
+	m, err := r.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range m.Brokers {
+		if b.NodeID == node {
+			return net.JoinHostPort(b.Host, fmt.Sprint(b.Port)), nil
+		}
+	}
+	return "", fmt.Errorf("broker %d is not in the metadata", node)
 }
 
 // leader finds the broker leading a source partition (the arg-th, modulo

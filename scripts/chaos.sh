@@ -44,9 +44,9 @@ echo "==> chaos on kfake: seeds from $SEED for $BUDGET"
 if [ "$CRUNS" -gt 0 ]; then
   if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
     # The first cluster seed draws a broker kill first, the second a broker
-    # hang: seed mod the number of kinds (10 on the cluster, less those left
+    # hang: seed mod the number of kinds (13 on the cluster, less those left
     # out) is 0, then 1.
-    kinds=$((10 - $(echo "$WITHOUT" | tr ',' '\n' | grep -c . || true)))
+    kinds=$((13 - $(echo "$WITHOUT" | tr ',' '\n' | grep -c . || true)))
     CSEED=$(((SEED + 500000) / kinds * kinds + kinds))
     echo "==> chaos on the three-broker cluster: $CRUNS runs from seed $CSEED"
     rc=0
