@@ -274,11 +274,7 @@ func runChild(dir string, member int, brokers []string, routes map[string]string
 	defer stop()
 	go commands(ctx, c, &sc, member, el)
 	err = c.Run(ctx)
-	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		e.RSSKiB = ru.Maxrss // KiB on Linux
-	}
+	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano(), RSSKiB: peakRSSKiB()}
 	if st, jerr := json.Marshal(c.Stats()); jerr == nil {
 		log.Info("final stats", "stats", string(st))
 	}
@@ -370,6 +366,25 @@ func commands(ctx context.Context, c *consumer.Consumer[string, Value], sc *Scen
 			}()
 		}
 	}
+}
+
+// peakRSSKiB is the process's peak resident set in KiB: VmHWM of
+// /proc/self/status, or getrusage's ru_maxrss where there is no /proc.
+func peakRSSKiB() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		return ru.Maxrss // KiB on Linux
+	}
+	return 0
 }
 
 func errString(err error) string {

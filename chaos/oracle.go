@@ -357,6 +357,50 @@ func judge(sc *Scenario, f *facts) []Violation {
 	}
 	vs = append(vs, orderViolations(sc, src, a)...)
 	vs = append(vs, commitAhead(src, a, f)...)
+	vs = append(vs, rssViolations(sc, src, f.events)...)
+	return vs
+}
+
+// rssMarginKiB is the resident set a consumer process may have beside what
+// it buffers: the Go runtime, its franz-go clients (the consumer's, and
+// those of the tiers, the durable attempts and large letters) and the
+// child's log.
+const rssMarginKiB = 64 << 10
+
+// rssBoundKiB is the peak resident set a consumer process may reach: the
+// margin, plus four copies (fetched, decompressed, buffered, in a letter)
+// of what its buffer may hold, which is the configured bound
+// (Config.Buffer: TotalBytes, or TotalRecords records of the topic's
+// largest size) or the whole workload when that is less.
+func rssBoundKiB(sc *Scenario, workload int64) int64 {
+	// The consumer's defaults (BufferLimits), and TotalRecords as
+	// Scenario.config sets it.
+	total, records := int64(64<<20), int64(20000)
+	if sc.Mode.BufferRecords > 0 {
+		records = 2 * int64(sc.Mode.BufferRecords)
+	}
+	buffered := min(total, records*int64(sc.MaxMessage), workload)
+	return rssMarginKiB + 4*buffered>>10
+}
+
+// rssViolations checks the peak resident set of every consumer process that
+// stopped cleanly (its "stop" event; a killed one logs none).
+func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation {
+	var workload int64
+	for _, r := range src {
+		workload += int64(len(r.Key) + len(r.Value))
+		for _, h := range r.Headers {
+			workload += int64(len(h.Key) + len(h.Value))
+		}
+	}
+	bound := rssBoundKiB(sc, workload)
+	var vs []Violation
+	for _, e := range events {
+		if e.Ev == "stop" && e.RSSKiB > bound {
+			vs = append(vs, Violation{"rss", fmt.Sprintf("member %d peaked at %d KiB resident, above its bound of %d KiB (%d KiB margin, four times what its buffer may hold of a %d-byte workload)",
+				e.Member, e.RSSKiB, bound, rssMarginKiB, workload)})
+		}
+	}
 	return vs
 }
 

@@ -137,3 +137,28 @@ func TestOracleLetterDeletedByFault(t *testing.T) {
 		t.Errorf("deleted by the fault: %v, want %v", a.deleted, want)
 	}
 }
+
+// A consumer process whose peak resident set is above its bound (the
+// margin plus four times what its buffer may hold) is a violation.
+func TestOracleRSS(t *testing.T) {
+	sc := testScenario()
+	sc.MaxMessage = 256 << 10
+	sc.Mode.BufferRecords = 10 // 20 records of at most 256 KiB: 5 MiB
+	big := src(sc, 0, 0, "k", Value{ID: 0})
+	big.Value = make([]byte, 8<<20) // a workload of 8 MiB: the buffer bound is less
+	f := &facts{source: []*kgo.Record{big}, outputs: []*kgo.Record{output(0, 0)},
+		ends: map[int32]int64{0: 1}, committed: map[int32]int64{0: 1},
+		events: []Event{call(sc, 0, 0, "ok", 1, 2),
+			{Ev: "stop", Member: 0, RSSKiB: rssMarginKiB + 4*5<<10},     // at the bound
+			{Ev: "stop", Member: 1, RSSKiB: rssMarginKiB + 4*5<<10 + 1}, // above it
+		}}
+	vs := judge(sc, f)
+	if len(vs) != 1 || vs[0].Kind != "rss" || !strings.Contains(vs[0].Detail, "member 1 ") {
+		t.Fatalf("violations %v, want one rss violation of member 1", vs)
+	}
+	// Without a buffer limit, the workload bounds what is buffered.
+	sc.Mode.BufferRecords = 0
+	if got, want := rssBoundKiB(sc, 8<<20), int64(rssMarginKiB+4*8<<10); got != want {
+		t.Errorf("bound %d KiB, want %d", got, want)
+	}
+}
