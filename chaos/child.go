@@ -28,7 +28,7 @@ import (
 // or the child starting and stopping. The oracle reads nothing else of the
 // children.
 type Event struct {
-	Ev     string `json:"ev"` // start | call | ack | skip | pause | resume | retry | stop
+	Ev     string `json:"ev"` // start | call | ack | stuck | skip | pause | resume | retry | stop
 	Member int    `json:"m"`
 	PID    int    `json:"pid,omitempty"`
 	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
@@ -273,7 +273,10 @@ func runChild(dir string, member int, brokers []string, routes map[string]string
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go commands(ctx, c, &sc, member, el)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchStuck(ctx, c, member, el) }()
 	err = c.Run(ctx)
+	<-watched
 	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano(), RSSKiB: peakRSSKiB()}
 	if st, jerr := json.Marshal(c.Stats()); jerr == nil {
 		log.Info("final stats", "stats", string(st))
@@ -364,6 +367,49 @@ func commands(ctx context.Context, c *consumer.Consumer[string, Value], sc *Scen
 				c.SetRetryEnabled(true)
 				el.write(Event{Ev: "retry", Member: member, On: &on, T0: time.Now().UnixNano()})
 			}()
+		}
+	}
+}
+
+// watchStuck reads Stats().Stuck every 250ms, as an operator's dashboard
+// would, and logs each stuck record once it is no longer stuck (or when ctx
+// ends): a "stuck" event with the consumer's Since (T0), the last time it
+// was seen stuck (T1) and the reason (Err).
+func watchStuck(ctx context.Context, c *consumer.Consumer[string, Value], member int, el *eventLog) {
+	type key struct {
+		topic string
+		p     int32
+		o     int64
+	}
+	seen := map[key]Event{}
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, e := range seen {
+				el.write(e)
+			}
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		cur := map[key]bool{}
+		for _, s := range c.Stats().Stuck {
+			k := key{s.Topic, s.Partition, s.Offset}
+			cur[k] = true
+			e, ok := seen[k]
+			if !ok {
+				e = Event{Ev: "stuck", Member: member, Topic: s.Topic, Part: s.Partition, Offset: s.Offset, T0: s.Since.UnixNano(), Err: string(s.Reason)}
+			}
+			e.T1 = now
+			seen[k] = e
+		}
+		for k, e := range seen {
+			if !cur[k] {
+				el.write(e)
+				delete(seen, k)
+			}
 		}
 	}
 }

@@ -358,6 +358,44 @@ func judge(sc *Scenario, f *facts) []Violation {
 	vs = append(vs, orderViolations(sc, src, a)...)
 	vs = append(vs, commitAhead(src, a, f)...)
 	vs = append(vs, rssViolations(sc, src, f.events)...)
+	vs = append(vs, stuckViolations(sc, f.events)...)
+	return vs
+}
+
+// stuckBound is how long a partition may stay stuck on one record: its
+// tries in place (each with its backoff and the handler's latency), plus
+// the longest fault of the scenario (a hung broker, a cut, a deleted topic
+// and its letters waiting, an operator's pause), plus a margin for the
+// client to find its way back (reconnects, metadata, a rebalance): 15 s on
+// kfake, 45 s on the cluster.
+func stuckBound(sc *Scenario) time.Duration {
+	d := time.Duration(sc.Mode.Tries) * ms(sc.Mode.BackoffMs+sc.LatencyMs)
+	longest := 0
+	for _, f := range sc.Faults {
+		longest = max(longest, f.ForMs)
+	}
+	margin := 15 * time.Second
+	if sc.Backend == "cluster" {
+		margin = 45 * time.Second
+	}
+	return d + ms(longest) + margin
+}
+
+// stuckViolations checks that no record kept its partition stuck (as
+// Stats().Stuck showed it, read every 250ms by the children) for longer
+// than the scenario explains (stuckBound).
+func stuckViolations(sc *Scenario, events []Event) []Violation {
+	bound := stuckBound(sc)
+	var vs []Violation
+	for _, e := range events {
+		if e.Ev != "stuck" || e.T0 == 0 {
+			continue
+		}
+		if d := time.Duration(e.T1 - e.T0); d > bound {
+			vs = append(vs, Violation{"stuck-too-long", fmt.Sprintf("member %d: %s/%d stuck on offset %d (%s) for %v, more than the %v its tries and the scenario's faults explain",
+				e.Member, e.Topic, e.Part, e.Offset, e.Err, d.Round(time.Millisecond), bound)})
+		}
+	}
 	return vs
 }
 

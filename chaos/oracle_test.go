@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -160,5 +161,25 @@ func TestOracleRSS(t *testing.T) {
 	sc.Mode.BufferRecords = 0
 	if got, want := rssBoundKiB(sc, 8<<20), int64(rssMarginKiB+4*8<<10); got != want {
 		t.Errorf("bound %d KiB, want %d", got, want)
+	}
+}
+
+// A record that keeps its partition stuck longer than its tries and the
+// scenario's faults explain is a violation.
+func TestOracleStuckTooLong(t *testing.T) {
+	sc := testScenario()
+	sc.Backend = "kfake"
+	sc.Mode.BackoffMs = 100
+	sc.Faults = []Fault{{Kind: FaultPause, ForMs: 2000}}
+	bound := stuckBound(sc) // 3 tries of 100ms, a 2s fault, 15s
+	if want := 300*time.Millisecond + 2*time.Second + 15*time.Second; bound != want {
+		t.Fatalf("bound %v, want %v", bound, want)
+	}
+	stuck := func(m int, d time.Duration) Event {
+		return Event{Ev: "stuck", Member: m, Topic: sc.Source(), Part: 0, Offset: 7, T0: 1000, T1: 1000 + d.Nanoseconds(), Err: "retrying"}
+	}
+	vs := stuckViolations(sc, []Event{stuck(0, bound), stuck(1, bound+time.Millisecond)})
+	if len(vs) != 1 || vs[0].Kind != "stuck-too-long" || !strings.Contains(vs[0].Detail, "member 1:") {
+		t.Fatalf("violations %v, want one stuck-too-long of member 1", vs)
 	}
 }
