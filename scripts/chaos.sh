@@ -15,12 +15,14 @@
 #   CHAOS_CLUSTER_RUNS   runs on the three-broker cluster (default 3; 0 skips)
 #   CHAOS_SEED           first seed (default: from the clock)
 #   CHAOS_WITHOUT        fault kinds not drawn, comma-separated (default: delete.
-#                        Deleting a dead-letter topic also deletes the letters the
-#                        consumer wrote to it and Kafka acknowledged; when that comes
-#                        before the oracle's reader saw them, the oracle counts those
-#                        records as lost: seen once here, kfake seed 410150236, where
-#                        the consumer had logged the letter acknowledged. Run it by
-#                        hand with CHAOS_WITHOUT= until the oracle tells them apart.)
+#                        The oracle no longer counts letters deleted with their
+#                        topic as lost, but deleting a topic finds two consumer
+#                        defects, not fixed yet, about 1 run in 15 with a delete:
+#                        a member whose dead-letter topic another member created
+#                        again stays stuck on UNKNOWN_TOPIC_ID (kfake seed 424246),
+#                        and exactly-once loses the outputs of an aborted
+#                        transaction when a tier topic is deleted (kfake seed
+#                        88000071). Run it by hand with CHAOS_WITHOUT= until then.)
 #   CI=true              a cluster that cannot start fails the script
 #
 # It exits non-zero when a run finds a violation. The cluster is started (and
