@@ -245,7 +245,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 	slices.SortFunc(src, func(a, b *kgo.Record) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 	})
-	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin)
+	a := judgeAccounts(sc, f)
 	vs = append(vs, a.badLetter...)
 	byPos := map[pos]*kgo.Record{}
 	for _, r := range src {
@@ -440,6 +440,46 @@ func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation 
 		}
 	}
 	return vs
+}
+
+// judgeAccounts is account for the judge. In exactly-once mode a letter is
+// acknowledged inside a transaction that may still abort (and its record be
+// handled again), so a record counts as deleted by the fault only when the
+// group's offset was also seen past it (committed in that transaction, or
+// a later one) before the deletion ended.
+func judgeAccounts(sc *Scenario, f *facts) *accounts {
+	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin)
+	if !sc.Mode.ExactlyOnce {
+		return a
+	}
+	for at, topic := range a.deleted {
+		last, _ := maxT0(a.acks[at])
+		ok := false
+		for _, d := range f.deletes {
+			end := d.End + f.deleteMargin.Nanoseconds()
+			if d.Topic != topic || last >= end {
+				continue
+			}
+			for _, c := range f.commits {
+				ok = ok || (c.Partition == at.P && c.Committed > at.O && c.At <= end)
+			}
+		}
+		if !ok {
+			delete(a.deleted, at)
+		}
+	}
+	return a
+}
+
+func maxT0(es []Event) (int64, bool) {
+	if len(es) == 0 {
+		return 0, false
+	}
+	m := es[0].T0
+	for _, e := range es[1:] {
+		m = max(m, e.T0)
+	}
+	return m, true
 }
 
 // commitAhead checks that no commit passed a record before it was settled:

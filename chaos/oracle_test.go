@@ -183,3 +183,41 @@ func TestOracleStuckTooLong(t *testing.T) {
 		t.Fatalf("violations %v, want one stuck-too-long of member 1", vs)
 	}
 }
+
+// In exactly-once mode a letter is acknowledged inside a transaction that
+// may abort: the record counts as deleted by the fault only if the group's
+// offset was seen past it before the deletion ended.
+func TestOracleLetterDeletedByFaultExactlyOnce(t *testing.T) {
+	sc := testScenario() // exactly-once
+	committed := src(sc, 0, 0, "k", Value{ID: 0, Perm: true})
+	aborted := src(sc, 1, 0, "j", Value{ID: 1, Perm: true})
+	ack := func(r *kgo.Record, t0 int64) Event {
+		return Event{Ev: "ack", Topic: sc.Source(), To: sc.DLQ(), Part: r.Partition, Offset: r.Offset, T0: t0}
+	}
+	f := &facts{
+		source:    []*kgo.Record{committed, aborted},
+		ends:      map[int32]int64{0: 1, 1: 1},
+		committed: map[int32]int64{0: 1, 1: 1},
+		// Partition 0's offset was seen past its record before the
+		// deletion; partition 1's only after it.
+		commits: []commitSample{{At: 12, Partition: 0, Committed: 1}, {At: 500, Partition: 1, Committed: 1}},
+		events: []Event{
+			call(sc, 0, 0, "permanent", 1, 2), ack(committed, 10),
+			call(sc, 1, 0, "permanent", 3, 4), ack(aborted, 11),
+		},
+		deletes:      []deletion{{Topic: sc.DLQ(), Start: 15, End: 20}},
+		deleteMargin: 100,
+	}
+	var lost []string
+	for _, v := range judge(sc, f) {
+		if v.Kind == "lost" {
+			lost = append(lost, strings.Fields(v.Detail)[1])
+		}
+	}
+	if len(lost) != 1 || lost[0] != "1@0" {
+		t.Errorf("lost %v, want [1@0]", lost)
+	}
+	if d := judgeAccounts(sc, f).deleted; len(d) != 1 || d[pos{0, 0}] == "" {
+		t.Errorf("deleted by the fault: %v, want 0@0 only", d)
+	}
+}

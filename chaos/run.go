@@ -223,7 +223,7 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 		res.PeakRSSKiB = max(res.PeakRSSKiB, e.RSSKiB)
 	}
 	res.Violations = judge(sc, in)
-	res.Deleted = len(account(sc.Source(), in.letters, in.events, in.deletes, in.deleteMargin).deleted)
+	res.Deleted = len(judgeAccounts(sc, in).deleted)
 	return nil
 }
 
