@@ -20,6 +20,7 @@ import (
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
 )
 
@@ -27,10 +28,11 @@ import (
 // or the child starting and stopping. The oracle reads nothing else of the
 // children.
 type Event struct {
-	Ev     string `json:"ev"` // start | call | skip | pause | resume | retry | stop
+	Ev     string `json:"ev"` // start | call | ack | stuck | skip | pause | resume | retry | stop
 	Member int    `json:"m"`
 	PID    int    `json:"pid,omitempty"`
 	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
+	To     string `json:"to,omitempty"`    // ack: the dead-letter or tier topic the letter went to
 	Part   int32  `json:"p"`
 	Offset int64  `json:"o"`
 	Key    string `json:"key,omitempty"`
@@ -38,7 +40,7 @@ type Event struct {
 	Att    int    `json:"att,omitempty"`
 	Tier   int    `json:"tier,omitempty"`
 	Res    string `json:"res,omitempty"` // ok | transient | permanent | canceled
-	T0     int64  `json:"t0,omitempty"`  // unix nanoseconds: the call began
+	T0     int64  `json:"t0,omitempty"`  // unix nanoseconds: the call began (ack: Kafka acknowledged the letter before it)
 	T1     int64  `json:"t1,omitempty"`  // and ended
 	Err    string `json:"err,omitempty"`
 	On     *bool  `json:"on,omitempty"`      // retry: the kill switch's new state
@@ -90,6 +92,12 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 	if m.Protocol == "consumer" {
 		cfg.GroupProtocol = consumer.GroupConsumer
 	}
+	if w != nil && w.log != nil {
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(ackHook{w.log, member}))
+	}
+	if w != nil && len(w.routes) > 0 {
+		cfg.ClientOpts = append(cfg.ClientOpts, routeDialer(w.routes))
+	}
 	retry := backoff.MaxAttempts(backoff.Fixed(ms(m.BackoffMs)), m.Tries)
 	then := consumer.ActionDeadLetter
 	if len(m.TiersMs) > 0 {
@@ -125,6 +133,43 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 	return cfg
 }
 
+// ackHook logs every letter (a dead letter, or a copy forwarded to a retry
+// tier) that Kafka acknowledged, as "ack" events: the oracle's evidence that
+// a record was dead-lettered or forwarded when the letter itself is gone
+// from Kafka because a fault deleted its topic. It sees what the consumer's
+// client writes (letters and, in exactly-once mode, outputs: those carry no
+// original coordinates and are left out); in exactly-once mode the
+// acknowledgement is inside a transaction not committed yet.
+type ackHook struct {
+	log    *eventLog
+	member int
+}
+
+var _ kgo.HookProduceRecordUnbuffered = ackHook{}
+
+func (h ackHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if err != nil {
+		return
+	}
+	var topic, part, off string
+	for _, x := range r.Headers {
+		switch x.Key {
+		case deadletter.HeaderOriginalTopic:
+			topic = string(x.Value)
+		case deadletter.HeaderOriginalPartition:
+			part = string(x.Value)
+		case deadletter.HeaderOriginalOffset:
+			off = string(x.Value)
+		}
+	}
+	p, err1 := strconv.Atoi(part)
+	o, err2 := strconv.ParseInt(off, 10, 64)
+	if topic == "" || err1 != nil || err2 != nil {
+		return
+	}
+	h.log.write(Event{Ev: "ack", Member: h.member, Topic: topic, To: r.Topic, Part: int32(p), Offset: o, T0: time.Now().UnixNano()})
+}
+
 // worker is a child's handler: it does what each record's value says and
 // logs every call.
 type worker struct {
@@ -132,6 +177,7 @@ type worker struct {
 	member int
 	log    *eventLog
 	output string
+	routes map[string]string // broker address -> its fault proxy
 }
 
 func (w *worker) call(ctx context.Context, r *consumer.Record[string, Value]) (Event, error) {
@@ -195,8 +241,9 @@ func (w *worker) batch(ctx context.Context, batch []*consumer.Record[string, Val
 
 // runChild is a consumer process: it reads the scenario from dir, runs one
 // member, logs to dir/m<member>.jsonl, and takes operator commands on stdin,
-// one a line: "pause MS", "skip", "retryoff MS".
-func runChild(dir string, member int, brokers []string) int {
+// one a line: "pause MS", "skip", "retryoff MS". With routes, its clients
+// reach those brokers through their fault proxies.
+func runChild(dir string, member int, brokers []string, routes map[string]string) int {
 	b, err := os.ReadFile(dir + "/scenario.json")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -215,7 +262,7 @@ func runChild(dir string, member int, brokers []string) int {
 	el := &eventLog{f: f}
 	logf, _ := os.OpenFile(fmt.Sprintf("%s/m%d.log", dir, member), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	w := &worker{sc: &sc, member: member, log: el, output: sc.Output()}
+	w := &worker{sc: &sc, member: member, log: el, output: sc.Output(), routes: routes}
 	c, err := consumer.New(sc.config(brokers, member, w, log))
 	if err != nil {
 		el.write(Event{Ev: "stop", Member: member, Err: "new: " + err.Error()})
@@ -226,12 +273,11 @@ func runChild(dir string, member int, brokers []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go commands(ctx, c, &sc, member, el)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchStuck(ctx, c, member, el) }()
 	err = c.Run(ctx)
-	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		e.RSSKiB = ru.Maxrss // KiB on Linux
-	}
+	<-watched
+	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano(), RSSKiB: peakRSSKiB()}
 	if st, jerr := json.Marshal(c.Stats()); jerr == nil {
 		log.Info("final stats", "stats", string(st))
 	}
@@ -323,6 +369,68 @@ func commands(ctx context.Context, c *consumer.Consumer[string, Value], sc *Scen
 			}()
 		}
 	}
+}
+
+// watchStuck reads Stats().Stuck every 250ms, as an operator's dashboard
+// would, and logs each stuck record once it is no longer stuck (or when ctx
+// ends): a "stuck" event with the consumer's Since (T0), the last time it
+// was seen stuck (T1) and the reason (Err).
+func watchStuck(ctx context.Context, c *consumer.Consumer[string, Value], member int, el *eventLog) {
+	type key struct {
+		topic string
+		p     int32
+		o     int64
+	}
+	seen := map[key]Event{}
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, e := range seen {
+				el.write(e)
+			}
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		cur := map[key]bool{}
+		for _, s := range c.Stats().Stuck {
+			k := key{s.Topic, s.Partition, s.Offset}
+			cur[k] = true
+			e, ok := seen[k]
+			if !ok {
+				e = Event{Ev: "stuck", Member: member, Topic: s.Topic, Part: s.Partition, Offset: s.Offset, T0: s.Since.UnixNano(), Err: string(s.Reason)}
+			}
+			e.T1 = now
+			seen[k] = e
+		}
+		for k, e := range seen {
+			if !cur[k] {
+				el.write(e)
+				delete(seen, k)
+			}
+		}
+	}
+}
+
+// peakRSSKiB is the process's peak resident set in KiB: VmHWM of
+// /proc/self/status, or getrusage's ru_maxrss where there is no /proc.
+func peakRSSKiB() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		return ru.Maxrss // KiB on Linux
+	}
+	return 0
 }
 
 func errString(err error) string {

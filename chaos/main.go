@@ -8,12 +8,15 @@
 // (one at a time, keyed lanes, batch handler; retry in place or retry tiers;
 // exactly-once; durable attempts; classic or KIP-848 group protocol; buffer
 // limits), a workload (partitions, null, empty and other keys, record sizes
-// up to the topic's limit, poison pills, permanent and transient failures
-// with a per-record count, handler latency) and faults at random moments
+// up to the topic's limit, poison pills of the kinds `antidote poison`
+// makes, permanent and transient failures with a per-record count, handler
+// latency) and faults at random moments
 // (consumer processes killed and restarted, members joining and leaving,
 // operator pause/resume, skip and kill switch, the source topic growing
 // partitions; on the three-broker cluster, partition leaders SIGKILLed and
-// restarted or SIGSTOPped and continued). The consumers run as child
+// restarted or SIGSTOPped and continued, and network faults between the
+// consumers and a partition leader through a TCP fault proxy: latency, a
+// cut, a slow close). The consumers run as child
 // processes of this program that log every handler call; the oracle reads
 // only those logs and what Kafka holds.
 //
@@ -53,15 +56,16 @@ func main() {
 		show     = flag.Bool("show", false, "print the scenario of -seed and exit")
 		shrinkN  = flag.Int("shrink", 0, "shrink each failing scenario with up to this many more runs (fewer faults, records, members)")
 		scenario = flag.String("scenario", "", "run the scenario in this JSON file (a failing run's scenario.json, edited to shrink it by hand) instead of generating one")
-		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang)")
+		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang, net-latency, net-cut, net-slow-close)")
 
 		child   = flag.String("child", "", "")
 		member  = flag.Int("member", 0, "")
 		brokers = flag.String("brokers", "", "")
+		proxy   = flag.String("proxy", "", "")
 	)
 	flag.Parse()
 	if *child != "" { // a consumer process: see runChild
-		os.Exit(runChild(*child, *member, strings.Split(*brokers, ",")))
+		os.Exit(runChild(*child, *member, strings.Split(*brokers, ","), parseRoutes(*proxy)))
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
@@ -132,7 +136,11 @@ type Summary struct {
 	Modes      map[string]int `json:"modes"`
 	Seconds    float64        `json:"seconds"`
 	PeakRSSKiB int64          `json:"peak_rss_kib"` // the largest peak RSS of a consumer process
-	Failed     []Failed       `json:"failed,omitempty"`
+	// Deleted counts the records dead-lettered (or forwarded to a tier)
+	// whose acknowledged letter a delete fault destroyed with its topic:
+	// not lost, and not read by the oracle either.
+	Deleted int      `json:"deleted_by_fault"`
+	Failed  []Failed `json:"failed,omitempty"`
 }
 
 // Failed is a run with violations or an error.
@@ -214,6 +222,7 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 		}
 		s.Violations += len(res.Violations)
 		s.PeakRSSKiB = max(s.PeakRSSKiB, res.PeakRSSKiB)
+		s.Deleted += res.Deleted
 		for _, v := range res.Violations {
 			s.ByKind[v.Kind]++
 		}
@@ -227,6 +236,9 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 			}
 			if res.Err != "" {
 				status = "error: " + res.Err
+			}
+			if res.Deleted > 0 {
+				status += fmt.Sprintf(" (%d records dead-lettered or forwarded, then deleted by the fault)", res.Deleted)
 			}
 			logf("%s seed %d (%s, %d records, faults %v) in %v: %s", name, sd, res.Mode, res.Records, kinds(sc), res.Duration.Round(100*time.Millisecond), status)
 			for _, n := range res.Notes {

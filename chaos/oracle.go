@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -45,10 +46,37 @@ type facts struct {
 	exits     []Violation
 	forwards  []*kgo.Record  // copies in the retry tiers (read_committed)
 	commits   []commitSample // the group's offsets as they moved
+	// deletes are the topics the delete fault deleted, and deleteMargin
+	// how long after a deletion's answer a logged acknowledgement may
+	// still be of a letter the deletion destroyed (see account).
+	deletes      []deletion
+	deleteMargin time.Duration
 	// durable: the mode keeps attempt counts (DurableAttempts, one
 	// record at a time or batches, not exactly-once) and no process or
 	// broker was killed, so no count may be lost.
 	durable bool
+}
+
+// deletion is a topic the delete fault deleted: the request went out at
+// Start and was answered at End (unix nanoseconds).
+type deletion struct {
+	Topic string `json:"topic"`
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+}
+
+// deleteMargin is how long after a deletion was answered an "ack" event may
+// still be of a letter written to the deleted topic: a child logs the
+// acknowledgement when its client hands the promise over, after the broker
+// appended the letter (on a loaded machine, late); on the cluster, a leader
+// also applies the deletion after the controller answered. A letter written
+// to the topic created again is read by the oracle's reader; only a letter
+// that is missing is judged by its acknowledgement.
+func deleteMargin(backend string) time.Duration {
+	if backend == "cluster" {
+		return 3 * time.Second
+	}
+	return time.Second
 }
 
 // readEvents reads every child's log in dir; a last line cut by a SIGKILL
@@ -109,18 +137,27 @@ func parseLetter(r *kgo.Record) (letter, error) {
 
 // accounts is the fate of each source record, from the logs and letters.
 type accounts struct {
-	ok        map[pos][]Event
-	failed    map[pos]int // failing calls (transient, permanent)
-	calls     map[pos][]Event
-	skipped   map[pos]bool
-	letters   map[pos][]letter
+	ok      map[pos][]Event
+	failed  map[pos]int // failing calls (transient, permanent)
+	calls   map[pos][]Event
+	skipped map[pos]bool
+	letters map[pos][]letter
+	acks    map[pos][]Event // letters Kafka acknowledged, by source record (the children's "ack" events)
+	// deleted are the records that are neither processed, dead-lettered
+	// (as read) nor skipped, whose last acknowledged letter went to a topic
+	// that the delete fault deleted after it: dead-lettered (or forwarded
+	// to a tier), then deleted by the fault, and not lost. The value is the
+	// topic. A record whose letter was never acknowledged, or acknowledged
+	// after the last deletion of its topic (so in the topic created again,
+	// where the oracle's reader finds it), is not here.
+	deleted   map[pos]string
 	badLetter []Violation
 	killSw    bool // an operator turned retrying off at some point
 }
 
-func account(source string, letterRecs []*kgo.Record, events []Event) *accounts {
+func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, letters: map[pos][]letter{}}
+		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}}
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
 		switch e.Ev {
@@ -138,6 +175,10 @@ func account(source string, letterRecs []*kgo.Record, events []Event) *accounts 
 		case "skip":
 			if e.Err == "" && e.Topic == source {
 				a.skipped[at] = true
+			}
+		case "ack":
+			if e.Topic == source {
+				a.acks[at] = append(a.acks[at], e)
 			}
 		case "retry":
 			if e.On != nil && !*e.On {
@@ -157,20 +198,33 @@ func account(source string, letterRecs []*kgo.Record, events []Event) *accounts 
 		}
 		a.letters[l.at] = append(a.letters[l.at], l)
 	}
+	for at, acks := range a.acks {
+		if len(a.ok[at]) > 0 || len(a.letters[at]) > 0 || a.skipped[at] {
+			continue
+		}
+		last := slices.MaxFunc(acks, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
+		for _, d := range dels {
+			if d.Topic == last.To && last.T0 < d.End+margin.Nanoseconds() {
+				a.deleted[at] = d.Topic
+				break
+			}
+		}
+	}
 	return a
 }
 
 // unaccounted lists the source records that are neither processed,
-// dead-lettered nor skipped.
-func unaccounted(src, letterRecs []*kgo.Record, events []Event) []*kgo.Record {
+// dead-lettered nor skipped (nor dead-lettered or forwarded, then deleted by
+// the delete fault).
+func unaccounted(src, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration) []*kgo.Record {
 	if len(src) == 0 {
 		return nil
 	}
-	a := account(src[0].Topic, letterRecs, events)
+	a := account(src[0].Topic, letterRecs, events, dels, margin)
 	var out []*kgo.Record
 	for _, r := range src {
 		at := pos{r.Partition, r.Offset}
-		if len(a.ok[at]) == 0 && len(a.letters[at]) == 0 && !a.skipped[at] {
+		if len(a.ok[at]) == 0 && len(a.letters[at]) == 0 && !a.skipped[at] && a.deleted[at] == "" {
 			out = append(out, r)
 		}
 	}
@@ -191,7 +245,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 	slices.SortFunc(src, func(a, b *kgo.Record) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 	})
-	a := account(sc.Source(), f.letters, f.events)
+	a := judgeAccounts(sc, f)
 	vs = append(vs, a.badLetter...)
 	byPos := map[pos]*kgo.Record{}
 	for _, r := range src {
@@ -218,8 +272,10 @@ func judge(sc *Scenario, f *facts) []Violation {
 		pill := perr != nil
 		ls := a.letters[at]
 		oks := a.ok[at]
-		// Nothing lost.
-		if len(oks) == 0 && len(ls) == 0 && !a.skipped[at] {
+		// Nothing lost. A record whose letter Kafka acknowledged before
+		// the delete fault deleted its topic was dead-lettered (or
+		// forwarded), then deleted by the fault: the run's doing.
+		if len(oks) == 0 && len(ls) == 0 && !a.skipped[at] && a.deleted[at] == "" {
 			if fw := forwarded[at]; fw > 0 {
 				add("unsettled", "record %s (value %.40q) is in a retry tier (%d copies), not yet processed, dead-lettered or skipped by the end of the run; calls: %s",
 					at, r.Value, fw, calls(a.calls[at]))
@@ -301,7 +357,129 @@ func judge(sc *Scenario, f *facts) []Violation {
 	}
 	vs = append(vs, orderViolations(sc, src, a)...)
 	vs = append(vs, commitAhead(src, a, f)...)
+	vs = append(vs, rssViolations(sc, src, f.events)...)
+	vs = append(vs, stuckViolations(sc, f.events)...)
 	return vs
+}
+
+// stuckBound is how long a partition may stay stuck on one record: its
+// tries in place (each with its backoff and the handler's latency), plus
+// the longest fault of the scenario (a hung broker, a cut, a deleted topic
+// and its letters waiting, an operator's pause), plus a margin for the
+// client to find its way back (reconnects, metadata, a rebalance): 15 s on
+// kfake, 45 s on the cluster.
+func stuckBound(sc *Scenario) time.Duration {
+	d := time.Duration(sc.Mode.Tries) * ms(sc.Mode.BackoffMs+sc.LatencyMs)
+	longest := 0
+	for _, f := range sc.Faults {
+		longest = max(longest, f.ForMs)
+	}
+	margin := 15 * time.Second
+	if sc.Backend == "cluster" {
+		margin = 45 * time.Second
+	}
+	return d + ms(longest) + margin
+}
+
+// stuckViolations checks that no record kept its partition stuck (as
+// Stats().Stuck showed it, read every 250ms by the children) for longer
+// than the scenario explains (stuckBound).
+func stuckViolations(sc *Scenario, events []Event) []Violation {
+	bound := stuckBound(sc)
+	var vs []Violation
+	for _, e := range events {
+		if e.Ev != "stuck" || e.T0 == 0 {
+			continue
+		}
+		if d := time.Duration(e.T1 - e.T0); d > bound {
+			vs = append(vs, Violation{"stuck-too-long", fmt.Sprintf("member %d: %s/%d stuck on offset %d (%s) for %v, more than the %v its tries and the scenario's faults explain",
+				e.Member, e.Topic, e.Part, e.Offset, e.Err, d.Round(time.Millisecond), bound)})
+		}
+	}
+	return vs
+}
+
+// rssMarginKiB is the resident set a consumer process may have beside what
+// it buffers: the Go runtime, its franz-go clients (the consumer's, and
+// those of the tiers, the durable attempts and large letters) and the
+// child's log.
+const rssMarginKiB = 64 << 10
+
+// rssBoundKiB is the peak resident set a consumer process may reach: the
+// margin, plus four copies (fetched, decompressed, buffered, in a letter)
+// of what its buffer may hold, which is the configured bound
+// (Config.Buffer: TotalBytes, or TotalRecords records of the topic's
+// largest size) or the whole workload when that is less.
+func rssBoundKiB(sc *Scenario, workload int64) int64 {
+	// The consumer's defaults (BufferLimits), and TotalRecords as
+	// Scenario.config sets it.
+	total, records := int64(64<<20), int64(20000)
+	if sc.Mode.BufferRecords > 0 {
+		records = 2 * int64(sc.Mode.BufferRecords)
+	}
+	buffered := min(total, records*int64(sc.MaxMessage), workload)
+	return rssMarginKiB + 4*buffered>>10
+}
+
+// rssViolations checks the peak resident set of every consumer process that
+// stopped cleanly (its "stop" event; a killed one logs none).
+func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation {
+	var workload int64
+	for _, r := range src {
+		workload += int64(len(r.Key) + len(r.Value))
+		for _, h := range r.Headers {
+			workload += int64(len(h.Key) + len(h.Value))
+		}
+	}
+	bound := rssBoundKiB(sc, workload)
+	var vs []Violation
+	for _, e := range events {
+		if e.Ev == "stop" && e.RSSKiB > bound {
+			vs = append(vs, Violation{"rss", fmt.Sprintf("member %d peaked at %d KiB resident, above its bound of %d KiB (%d KiB margin, four times what its buffer may hold of a %d-byte workload)",
+				e.Member, e.RSSKiB, bound, rssMarginKiB, workload)})
+		}
+	}
+	return vs
+}
+
+// judgeAccounts is account for the judge. In exactly-once mode a letter is
+// acknowledged inside a transaction that may still abort (and its record be
+// handled again), so a record counts as deleted by the fault only when the
+// group's offset was also seen past it (committed in that transaction, or
+// a later one) before the deletion ended.
+func judgeAccounts(sc *Scenario, f *facts) *accounts {
+	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin)
+	if !sc.Mode.ExactlyOnce {
+		return a
+	}
+	for at, topic := range a.deleted {
+		last, _ := maxT0(a.acks[at])
+		ok := false
+		for _, d := range f.deletes {
+			end := d.End + f.deleteMargin.Nanoseconds()
+			if d.Topic != topic || last >= end {
+				continue
+			}
+			for _, c := range f.commits {
+				ok = ok || (c.Partition == at.P && c.Committed > at.O && c.At <= end)
+			}
+		}
+		if !ok {
+			delete(a.deleted, at)
+		}
+	}
+	return a
+}
+
+func maxT0(es []Event) (int64, bool) {
+	if len(es) == 0 {
+		return 0, false
+	}
+	m := es[0].T0
+	for _, e := range es[1:] {
+		m = max(m, e.T0)
+	}
+	return m, true
 }
 
 // commitAhead checks that no commit passed a record before it was settled:
@@ -333,6 +511,12 @@ func commitAhead(src []*kgo.Record, a *accounts, f *facts) []Violation {
 		if l, err := parseLetter(r); err == nil {
 			at(l.at, r.Timestamp.UnixNano())
 		}
+	}
+	// A letter acknowledged settled its record too, even when a delete
+	// fault destroyed it before the oracle's reader saw it.
+	for p, es := range a.acks {
+		t, _ := minT0(es)
+		at(p, t)
 	}
 	byPart := map[int32][]*kgo.Record{}
 	for _, r := range src {

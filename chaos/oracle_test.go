@@ -1,8 +1,11 @@
 package main
 
 import (
+	"maps"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -82,5 +85,139 @@ func TestOracleFindsDefects(t *testing.T) {
 		if got[k] == 0 {
 			t.Errorf("no %s violation; got %v", k, got)
 		}
+	}
+}
+
+// A delete fault destroys the letters in the topic it deletes. A record
+// whose letter Kafka acknowledged before the deletion (the child's "ack"
+// event) is dead-lettered, then deleted by the fault; one whose letter was
+// never acknowledged, or acknowledged after the deletion (it would be in the
+// topic created again), is lost (kfake seed 410150236 counted the first
+// kind lost).
+func TestOracleLetterDeletedByFault(t *testing.T) {
+	sc := &Scenario{Seed: 1, Mode: Mode{Dispatch: "one", Tries: 1, Protocol: "classic", TiersMs: []int{100}}}
+	tier := sc.Tiers()[0]
+	ack := func(r *kgo.Record, to string, t0 int64) Event {
+		return Event{Ev: "ack", Topic: sc.Source(), To: to, Part: r.Partition, Offset: r.Offset, T0: t0}
+	}
+	deleted := src(sc, 0, 0, "k", Value{ID: 0, Perm: true})   // letter acknowledged at 10, topic deleted at 15-20
+	never := src(sc, 0, 1, "k", Value{ID: 1, Perm: true})     // letter never acknowledged
+	after := src(sc, 0, 2, "k", Value{ID: 2, Perm: true})     // acknowledged at 500, after the deletion and its margin
+	forwarded := src(sc, 1, 0, "j", Value{ID: 3, Fail: 1000}) // forwarded to the tier at 12, the tier deleted at 25-30
+	fw := letterOf(sc, forwarded, 1)
+	fw.Topic = tier
+	f := &facts{
+		source:    []*kgo.Record{deleted, never, after, forwarded},
+		forwards:  []*kgo.Record{fw}, // read before the tier was deleted
+		ends:      map[int32]int64{0: 3, 1: 1},
+		committed: map[int32]int64{0: 3, 1: 1},
+		commits:   []commitSample{{At: 40, Partition: 1, Committed: 1}},
+		events: []Event{
+			call(sc, 0, 0, "permanent", 1, 2), ack(deleted, sc.DLQ(), 10),
+			call(sc, 0, 1, "permanent", 3, 4),
+			call(sc, 0, 2, "permanent", 5, 6), ack(after, sc.DLQ(), 500),
+			call(sc, 1, 0, "transient", 7, 8), ack(forwarded, tier, 12),
+		},
+		deletes:      []deletion{{Topic: sc.DLQ(), Start: 15, End: 20}, {Topic: tier, Start: 25, End: 30}},
+		deleteMargin: 100,
+	}
+	vs := judge(sc, f)
+	lost := map[string]bool{}
+	for _, v := range vs {
+		if v.Kind != "lost" {
+			t.Errorf("unexpected violation: %s: %s", v.Kind, v.Detail)
+			continue
+		}
+		lost[strings.Fields(v.Detail)[1]] = true
+	}
+	if want := map[string]bool{"0@1": true, "0@2": true}; !maps.Equal(lost, want) {
+		t.Errorf("lost records %v, want %v", lost, want)
+	}
+	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin)
+	if want := map[pos]string{{0, 0}: sc.DLQ(), {1, 0}: tier}; !maps.Equal(a.deleted, want) {
+		t.Errorf("deleted by the fault: %v, want %v", a.deleted, want)
+	}
+}
+
+// A consumer process whose peak resident set is above its bound (the
+// margin plus four times what its buffer may hold) is a violation.
+func TestOracleRSS(t *testing.T) {
+	sc := testScenario()
+	sc.MaxMessage = 256 << 10
+	sc.Mode.BufferRecords = 10 // 20 records of at most 256 KiB: 5 MiB
+	big := src(sc, 0, 0, "k", Value{ID: 0})
+	big.Value = make([]byte, 8<<20) // a workload of 8 MiB: the buffer bound is less
+	f := &facts{source: []*kgo.Record{big}, outputs: []*kgo.Record{output(0, 0)},
+		ends: map[int32]int64{0: 1}, committed: map[int32]int64{0: 1},
+		events: []Event{call(sc, 0, 0, "ok", 1, 2),
+			{Ev: "stop", Member: 0, RSSKiB: rssMarginKiB + 4*5<<10},     // at the bound
+			{Ev: "stop", Member: 1, RSSKiB: rssMarginKiB + 4*5<<10 + 1}, // above it
+		}}
+	vs := judge(sc, f)
+	if len(vs) != 1 || vs[0].Kind != "rss" || !strings.Contains(vs[0].Detail, "member 1 ") {
+		t.Fatalf("violations %v, want one rss violation of member 1", vs)
+	}
+	// Without a buffer limit, the workload bounds what is buffered.
+	sc.Mode.BufferRecords = 0
+	if got, want := rssBoundKiB(sc, 8<<20), int64(rssMarginKiB+4*8<<10); got != want {
+		t.Errorf("bound %d KiB, want %d", got, want)
+	}
+}
+
+// A record that keeps its partition stuck longer than its tries and the
+// scenario's faults explain is a violation.
+func TestOracleStuckTooLong(t *testing.T) {
+	sc := testScenario()
+	sc.Backend = "kfake"
+	sc.Mode.BackoffMs = 100
+	sc.Faults = []Fault{{Kind: FaultPause, ForMs: 2000}}
+	bound := stuckBound(sc) // 3 tries of 100ms, a 2s fault, 15s
+	if want := 300*time.Millisecond + 2*time.Second + 15*time.Second; bound != want {
+		t.Fatalf("bound %v, want %v", bound, want)
+	}
+	stuck := func(m int, d time.Duration) Event {
+		return Event{Ev: "stuck", Member: m, Topic: sc.Source(), Part: 0, Offset: 7, T0: 1000, T1: 1000 + d.Nanoseconds(), Err: "retrying"}
+	}
+	vs := stuckViolations(sc, []Event{stuck(0, bound), stuck(1, bound+time.Millisecond)})
+	if len(vs) != 1 || vs[0].Kind != "stuck-too-long" || !strings.Contains(vs[0].Detail, "member 1:") {
+		t.Fatalf("violations %v, want one stuck-too-long of member 1", vs)
+	}
+}
+
+// In exactly-once mode a letter is acknowledged inside a transaction that
+// may abort: the record counts as deleted by the fault only if the group's
+// offset was seen past it before the deletion ended.
+func TestOracleLetterDeletedByFaultExactlyOnce(t *testing.T) {
+	sc := testScenario() // exactly-once
+	committed := src(sc, 0, 0, "k", Value{ID: 0, Perm: true})
+	aborted := src(sc, 1, 0, "j", Value{ID: 1, Perm: true})
+	ack := func(r *kgo.Record, t0 int64) Event {
+		return Event{Ev: "ack", Topic: sc.Source(), To: sc.DLQ(), Part: r.Partition, Offset: r.Offset, T0: t0}
+	}
+	f := &facts{
+		source:    []*kgo.Record{committed, aborted},
+		ends:      map[int32]int64{0: 1, 1: 1},
+		committed: map[int32]int64{0: 1, 1: 1},
+		// Partition 0's offset was seen past its record before the
+		// deletion; partition 1's only after it.
+		commits: []commitSample{{At: 12, Partition: 0, Committed: 1}, {At: 500, Partition: 1, Committed: 1}},
+		events: []Event{
+			call(sc, 0, 0, "permanent", 1, 2), ack(committed, 10),
+			call(sc, 1, 0, "permanent", 3, 4), ack(aborted, 11),
+		},
+		deletes:      []deletion{{Topic: sc.DLQ(), Start: 15, End: 20}},
+		deleteMargin: 100,
+	}
+	var lost []string
+	for _, v := range judge(sc, f) {
+		if v.Kind == "lost" {
+			lost = append(lost, strings.Fields(v.Detail)[1])
+		}
+	}
+	if len(lost) != 1 || lost[0] != "1@0" {
+		t.Errorf("lost %v, want [1@0]", lost)
+	}
+	if d := judgeAccounts(sc, f).deleted; len(d) != 1 || d[pos{0, 0}] == "" {
+		t.Errorf("deleted by the fault: %v, want 0@0 only", d)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/internal/pills"
 )
 
 // Result is what one run found.
@@ -29,6 +32,7 @@ type Result struct {
 	Duration   time.Duration  `json:"duration_ns"`
 	Notes      []string       `json:"notes,omitempty"` // faults that could not be done, produce errors
 	PeakRSSKiB int64          `json:"peak_rss_kib"`    // the largest peak RSS of a consumer process that stopped cleanly
+	Deleted    int            `json:"deleted"`         // records whose acknowledged letter a delete fault destroyed
 	Dir        string         `json:"dir,omitempty"`   // kept when something failed
 	Err        string         `json:"error,omitempty"`
 }
@@ -50,7 +54,9 @@ type runner struct {
 	exits   []Violation    // children that exited on their own
 	faults  map[string]int // executed, by kind
 	notes   []string       // fault actions that could not be done
+	deletes []deletion     // topics the delete fault deleted
 	tail    *tail
+	proxies *netProxies // when the scenario has network faults
 }
 
 // member is one consumer child process.
@@ -120,6 +126,15 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	}
 	defer r.tail.close()
 
+	if sc.hasNetFault() {
+		if r.proxies, err = newNetProxies(r.brokers, r.dir+"/proxy.log"); err != nil {
+			return err
+		}
+		defer func() {
+			r.note("fault proxies accepted %d connections from the consumers", r.proxies.accepted())
+			r.proxies.close()
+		}()
+	}
 	defer r.stopAll() // whatever happens, no child outlives the run
 	for range sc.Members {
 		r.startMember(-1)
@@ -197,6 +212,7 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	in.exits = append(in.exits, ghosts...)
 	r.mu.Lock()
 	in.exits = append(in.exits, r.exits...)
+	in.deletes, in.deleteMargin = slices.Clone(r.deletes), deleteMargin(sc.Backend)
 	m := sc.Mode
 	in.durable = m.DurableAttempts && m.Dispatch != "lanes" && !m.ExactlyOnce &&
 		r.faults[FaultKill] == 0 && r.faults[FaultBrokerKill] == 0 && r.faults[FaultBrokerHang] == 0
@@ -207,6 +223,7 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 		res.PeakRSSKiB = max(res.PeakRSSKiB, e.RSSKiB)
 	}
 	res.Violations = judge(sc, in)
+	res.Deleted = len(judgeAccounts(sc, in).deleted)
 	return nil
 }
 
@@ -300,13 +317,15 @@ func (r *runner) produce(ctx context.Context, t0 time.Time) {
 				v.Fail = 1000
 			}
 		}
-		if pill {
-			rec.Value = poison(rnd, i)
-		} else {
-			rec.Value = v.Encode(size)
-		}
 		if rnd.IntN(4) == 0 {
 			rec.Headers = []kgo.RecordHeader{{Key: "chaos-id", Value: fmt.Append(nil, i)}, {Key: "empty", Value: nil}}
+		}
+		if pill {
+			var kind string
+			rec.Value, kind = poison(rnd, i, sc.MaxMessage)
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: pills.Header, Value: []byte(kind)})
+		} else {
+			rec.Value = v.Encode(size)
 		}
 		wg.Add(1)
 		r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
@@ -340,7 +359,11 @@ func (r *runner) startMember(idx int) {
 		idx = r.next
 		r.next++
 	}
-	cmd := exec.Command(r.exe, "-child", r.dir, "-member", fmt.Sprint(idx), "-brokers", strings.Join(r.brokers, ","))
+	args := []string{"-child", r.dir, "-member", fmt.Sprint(idx), "-brokers", strings.Join(r.brokers, ",")}
+	if r.proxies != nil {
+		args = append(args, "-proxy", r.proxies.routes())
+	}
+	cmd := exec.Command(r.exe, args...)
 	errf, _ := os.OpenFile(fmt.Sprintf("%s/m%d.stderr", r.dir, idx), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	cmd.Stderr, cmd.Stdout = errf, errf
 	stdin, _ := cmd.StdinPipe()
@@ -483,6 +506,7 @@ func (r *runner) fault(ctx context.Context, f Fault, brokerMu *sync.Mutex) {
 		if f.Arg == 1 && len(r.sc.Mode.TiersMs) > 0 {
 			topic = consumer.RetryTopics{}.TierTopic(r.sc.Source(), r.sc.Group(), ms(r.sc.Mode.TiersMs[0]))
 		}
+		start := time.Now().UnixNano()
 		resp, err := r.adm.DeleteTopics(ctx, topic)
 		if err == nil {
 			err = resp.Error()
@@ -491,6 +515,9 @@ func (r *runner) fault(ctx context.Context, f Fault, brokerMu *sync.Mutex) {
 			r.note("delete %s: %v", topic, err)
 			return
 		}
+		r.mu.Lock()
+		r.deletes = append(r.deletes, deletion{Topic: topic, Start: start, End: time.Now().UnixNano()})
+		r.mu.Unlock()
 		r.logf("seed %d: deleted %s", r.sc.Seed, topic)
 		count()
 	case FaultBrokerKill, FaultBrokerHang:
@@ -506,7 +533,39 @@ func (r *runner) fault(ctx context.Context, f Fault, brokerMu *sync.Mutex) {
 		if err := r.be.BrokerFault(ctx, f.Kind, node, ms(f.ForMs)); err != nil {
 			r.note("%s broker %d: %v", f.Kind, node, err)
 		}
+	case FaultNetLatency, FaultNetCut, FaultNetSlowClose:
+		if r.proxies == nil {
+			return
+		}
+		node, err := r.leader(ctx, f.Arg)
+		var addr string
+		if err == nil {
+			addr, err = r.brokerAddr(ctx, node)
+		}
+		if err != nil {
+			r.note("%s: %v", f.Kind, err)
+			return
+		}
+		count()
+		r.logf("seed %d: %s between the consumers and broker %d (%s) for %v", r.sc.Seed, f.Kind, node, addr, ms(f.ForMs))
+		if err := r.proxies.fault(ctx, f.Kind, addr, f.Arg, ms(f.ForMs)); err != nil {
+			r.note("%s broker %d: %v", f.Kind, node, err)
+		}
 	}
+}
+
+// brokerAddr is the address a broker advertises, as the clients dial it.
+func (r *runner) brokerAddr(ctx context.Context, node int32) (string, error) {
+	m, err := r.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range m.Brokers {
+		if b.NodeID == node {
+			return net.JoinHostPort(b.Host, fmt.Sprint(b.Port)), nil
+		}
+	}
+	return "", fmt.Errorf("broker %d is not in the metadata", node)
 }
 
 // leader finds the broker leading a source partition (the arg-th, modulo
@@ -532,7 +591,10 @@ func (r *runner) leader(ctx context.Context, arg int) (int32, error) {
 func (r *runner) settled(ctx context.Context) (bool, int) {
 	events, _ := readEvents(r.dir)
 	snap := r.tail.snapshot()
-	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), events))
+	r.mu.Lock()
+	dels := slices.Clone(r.deletes)
+	r.mu.Unlock()
+	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), events, dels, deleteMargin(r.sc.Backend)))
 	ends, err := r.adm.ListEndOffsets(ctx, r.sc.Source())
 	if err != nil {
 		return false, left

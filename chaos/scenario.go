@@ -128,13 +128,28 @@ const (
 	FaultDelete     = "delete"      // the dead-letter topic (or a tier topic) is deleted
 	FaultBrokerKill = "broker-kill" // SIGKILL a broker leading a source partition, restart it
 	FaultBrokerHang = "broker-hang" // SIGSTOP a broker leading a source partition, SIGCONT it
+	// Network faults between the consumers and the broker leading a source
+	// partition, through its TCP fault proxy (see netProxies).
+	FaultNetLatency   = "net-latency"    // 50-500ms each way
+	FaultNetCut       = "net-cut"        // bytes dropped, or the proxy disabled
+	FaultNetSlowClose = "net-slow-close" // connections cut, then closed late
 )
+
+// isNetFault reports whether kind goes through the fault proxies.
+func isNetFault(kind string) bool {
+	return kind == FaultNetLatency || kind == FaultNetCut || kind == FaultNetSlowClose
+}
+
+// hasNetFault reports whether the scenario needs the fault proxies.
+func (sc *Scenario) hasNetFault() bool {
+	return slices.ContainsFunc(sc.Faults, func(f Fault) bool { return isNetFault(f.Kind) })
+}
 
 // Fault is one fault at a moment of the run.
 type Fault struct {
 	AtMs  int    `json:"at_ms"`
 	Kind  string `json:"kind"`
-	Arg   int    `json:"arg"`    // member index, partitions to add
+	Arg   int    `json:"arg"`    // member index, partitions to add, source partition whose leader is faulted
 	ForMs int    `json:"for_ms"` // how long it lasts (restart delay, pause, hang)
 }
 
@@ -148,6 +163,8 @@ func faultKinds(backend string) []weighted {
 		// First: seeds that are multiples of len(kinds) draw a broker
 		// kill first, the next ones a broker hang (see Generate).
 		k = append([]weighted{{FaultBrokerKill, 3}, {FaultBrokerHang, 3}}, k...)
+		// Last, so that the broker faults keep their places.
+		k = append(k, weighted{FaultNetLatency, 2}, weighted{FaultNetCut, 2}, weighted{FaultNetSlowClose, 1})
 	}
 	return k
 }
@@ -285,6 +302,8 @@ func Generate(seed uint64, backend string, without ...string) *Scenario {
 			f.Arg, f.ForMs = r.IntN(64), 500+r.IntN(4000)
 		case FaultBrokerHang:
 			f.Arg, f.ForMs = r.IntN(64), 1000+r.IntN(7000)
+		case FaultNetLatency, FaultNetCut, FaultNetSlowClose:
+			f.Arg, f.ForMs = r.IntN(64), 1000+r.IntN(6000)
 		}
 		sc.Faults = append(sc.Faults, f)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/pills"
 	"github.com/antidote-kafka/antidote/serde"
 )
 
@@ -72,24 +73,23 @@ func ParseValue(b []byte) (Value, error) {
 	return v, nil
 }
 
-// poison returns the value of a poison pill: the kinds of bytes a consumer
-// meets (wrong magic byte, an unknown schema id in the Confluent framing,
-// truncated JSON, empty and null values, a value that looks right but is
-// not). Each carries the id where it can, for people reading a letter.
-func poison(r *rand.Rand, id int) []byte {
-	switch r.IntN(6) {
-	case 0:
-		return append([]byte{0, 0, 0, 0x7f, 0xff}, fmt.Sprintf("unknown schema id=%d", id)...)
-	case 1:
-		return []byte{0xde, 0xad, 0xbe, 0xef, byte(id), byte(id >> 8)}
-	case 2:
-		return fmt.Appendf(nil, `{"id":%d,"order":"tru`, id)
-	case 3:
-		return []byte{}
-	case 4:
-		return nil
+// poison returns a poison pill, drawn from the kinds `antidote poison`
+// produces (internal/pills), and its kind: pill i of the kind (a "huge" one
+// near the topic's size limit, maxMessage); or, one draw in 13, a null value
+// (a tombstone), which the command cannot write and a consumer meets all
+// the same.
+func poison(r *rand.Rand, i, maxMessage int) (value []byte, kind string) {
+	kinds := pills.Kinds()
+	n := r.IntN(len(kinds) + 1)
+	if n == len(kinds) {
+		return nil, "null"
 	}
-	return fmt.Appendf(nil, "%sid=%d fail=x |", valuePrefix, id)
+	k := kinds[n]
+	size := 0
+	if k.Name == "huge" {
+		size = maxMessage - 4096 - r.IntN(8192)
+	}
+	return k.Value(i, size), k.Name
 }
 
 // valueDeserializer decodes chaos values; a poison pill is a permanent

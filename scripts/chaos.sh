@@ -15,12 +15,14 @@
 #   CHAOS_CLUSTER_RUNS   runs on the three-broker cluster (default 3; 0 skips)
 #   CHAOS_SEED           first seed (default: from the clock)
 #   CHAOS_WITHOUT        fault kinds not drawn, comma-separated (default: delete.
-#                        Deleting a dead-letter topic also deletes the letters the
-#                        consumer wrote to it and Kafka acknowledged; when that comes
-#                        before the oracle's reader saw them, the oracle counts those
-#                        records as lost: seen once here, kfake seed 410150236, where
-#                        the consumer had logged the letter acknowledged. Run it by
-#                        hand with CHAOS_WITHOUT= until the oracle tells them apart.)
+#                        The oracle no longer counts letters deleted with their
+#                        topic as lost, but deleting a topic finds two consumer
+#                        defects, not fixed yet, about 1 run in 15 with a delete:
+#                        a member whose dead-letter topic another member created
+#                        again stays stuck on UNKNOWN_TOPIC_ID (kfake seed 424246),
+#                        and exactly-once loses the outputs of an aborted
+#                        transaction when a tier topic is deleted (kfake seed
+#                        88000071). Run it by hand with CHAOS_WITHOUT= until then.)
 #   CI=true              a cluster that cannot start fails the script
 #
 # It exits non-zero when a run finds a violation. The cluster is started (and
@@ -44,9 +46,9 @@ echo "==> chaos on kfake: seeds from $SEED for $BUDGET"
 if [ "$CRUNS" -gt 0 ]; then
   if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
     # The first cluster seed draws a broker kill first, the second a broker
-    # hang: seed mod the number of kinds (10 on the cluster, less those left
+    # hang: seed mod the number of kinds (13 on the cluster, less those left
     # out) is 0, then 1.
-    kinds=$((10 - $(echo "$WITHOUT" | tr ',' '\n' | grep -c . || true)))
+    kinds=$((13 - $(echo "$WITHOUT" | tr ',' '\n' | grep -c . || true)))
     CSEED=$(((SEED + 500000) / kinds * kinds + kinds))
     echo "==> chaos on the three-broker cluster: $CRUNS runs from seed $CSEED"
     rc=0

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -20,10 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
-	"github.com/antidote-kafka/antidote/serde/avro"
+	"github.com/antidote-kafka/antidote/internal/pills"
 )
 
-// poisonKind is one kind of poison pill.
+// poisonKind is one kind of poison pill (a kind of internal/pills, whose
+// list the randomized fault runs draw from too).
 type poisonKind struct {
 	name string
 	help string
@@ -34,91 +34,27 @@ type poisonKind struct {
 
 // poisonHeader names the kind of each pill, so that pills can be told from
 // real records downstream.
-const poisonHeader = "x-antidote-poison"
+const poisonHeader = pills.Header
 
 // UnknownSchemaID is a Confluent schema id no registry hands out in
 // practice: the largest positive int32.
-const UnknownSchemaID = 0x7fffffff
+const UnknownSchemaID = pills.UnknownSchemaID
 
 // AvroBody is a small Avro binary record {id: long 42, name: string
 // "poison"}, as a producer without a schema registry writes it.
-var AvroBody = []byte{0x54, 0x0c, 'p', 'o', 'i', 's', 'o', 'n'}
+var AvroBody = pills.AvroBody
 
 // ConfluentFrame prefixes body with the Confluent wire format: the 0x00
 // magic byte and a 4-byte big-endian schema id.
-func ConfluentFrame(id int, body []byte) []byte {
-	return append(avro.AppendWire(make([]byte, 0, 5+len(body)), id), body...)
-}
+func ConfluentFrame(id int, body []byte) []byte { return pills.ConfluentFrame(id, body) }
 
-var badJSON = []string{
-	`{"id": 42, "customer": "c-0042", "amount_cents": 1250`, // cut
-	`{"id": 42, "customer": "c-0042",}`,                     // trailing comma
-	`{'id': 42, 'customer': 'c-0042'}`,                      // single quotes
-	`{"id": NaN}`,                                           // not JSON
-	`id=42,customer=c-0042`,                                 // not JSON at all
-}
-
-var wrongShapeJSON = []string{
-	`{"id": "abc", "customer": "c-0042", "amount_cents": 1250}`, // string into int
-	`[{"id": 42}, {"id": 43}]`,                                  // array, not object
-	`{"id": 42, "amount_cents": "12.50"}`,                       // string into int
-	`"order 42"`,                                                // a string
-	`{"id": {"value": 42}}`,                                     // object into int
-}
-
-var poisonKinds = []poisonKind{
-	{"garbage", "random binary bytes, as from a misconfigured producer", func(i, _ int) []byte {
-		r := rand.New(rand.NewPCG(uint64(i), 0x9e3779b97f4a7c15))
-		b := make([]byte, 16+r.IntN(48))
-		for j := range b {
-			b[j] = byte(r.Uint32())
-		}
-		b[0] = 0xff // never a valid JSON or Confluent-framed start
-		return b
-	}},
-	{"empty", "a zero-length (non-null) value", func(int, int) []byte { return []byte{} }},
-	{"huge", "a valid JSON document of --size bytes", func(_, size int) []byte {
-		const head, tail = `{"id":42,"payload":"`, `"}`
-		n := max(size, len(head)+len(tail))
-		b := make([]byte, n)
-		copy(b, head)
-		for j := len(head); j < n-len(tail); j++ {
-			b[j] = 'x'
-		}
-		copy(b[n-len(tail):], tail)
-		return b
-	}},
-	{"no-magic", "an Avro body without the Confluent 0x00 magic byte and schema id", func(int, int) []byte {
-		return slices.Clone(AvroBody)
-	}},
-	{"unknown-schema", "Confluent framing with schema id 2147483647, which no registry knows", func(int, int) []byte {
-		return ConfluentFrame(UnknownSchemaID, AvroBody)
-	}},
-	{"truncated-avro", "Confluent framing (schema id 1) with an Avro body cut short", func(int, int) []byte {
-		// id 42, then a string that claims 100 bytes and has 3.
-		return ConfluentFrame(1, []byte{0x54, 0xc8, 0x01, 'p', 'o', 'i'})
-	}},
-	{"bad-json", "malformed JSON: cut, trailing comma, single quotes, NaN, key=value", func(i, _ int) []byte {
-		return []byte(badJSON[i%len(badJSON)])
-	}},
-	{"wrong-shape-json", "valid JSON of the wrong shape: string for int, array for object", func(i, _ int) []byte {
-		return []byte(wrongShapeJSON[i%len(wrongShapeJSON)])
-	}},
-	{"truncated-protobuf", "Confluent Protobuf framing (schema id 1, message index 0) with a body cut short", func(int, int) []byte {
-		// Field 1, length-delimited, claims 100 bytes and has 3.
-		return ConfluentFrame(1, []byte{0x00, 0x0a, 0x64, 'p', 'o', 'i'})
-	}},
-	{"bad-protobuf-indexes", "Confluent Protobuf framing (schema id 1) whose message-index array is cut short", func(int, int) []byte {
-		// The count says 2 indexes (zigzag 4); one follows, then nothing.
-		return ConfluentFrame(1, []byte{0x04, 0x02})
-	}},
-	{"framed-bad-json", "Confluent JSON Schema framing (schema id 1) around malformed JSON", func(i, _ int) []byte {
-		return ConfluentFrame(1, []byte(badJSON[i%len(badJSON)]))
-	}},
-	{"framed-wrong-shape-json", "Confluent JSON Schema framing (schema id 1) around a JSON array where a schema wants an object", func(int, int) []byte {
-		return ConfluentFrame(1, []byte(`[{"id": 42}, {"id": 43}]`))
-	}},
-}
+var poisonKinds = func() []poisonKind {
+	var ks []poisonKind
+	for _, k := range pills.Kinds() {
+		ks = append(ks, poisonKind{k.Name, k.Help, k.Value})
+	}
+	return ks
+}()
 
 func findPoisonKind(name string) (poisonKind, bool) {
 	for _, k := range poisonKinds {
