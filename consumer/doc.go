@@ -313,6 +313,9 @@
 //   - [Consumer.Skip] settles the record a partition is stuck on, named by
 //     its offset, as skipped and moves past it; it refuses when the partition
 //     is stuck elsewhere, so an operator never skips a record they did not see.
+//   - [Consumer.DeadLetter] sends the record a partition is stuck on,
+//     retrying, to its dead-letter topic instead (reason operator, and who
+//     asked), to be redriven later.
 //   - [Consumer.Stats] returns counters (consumed, processed, retried,
 //     dead-lettered, skipped, by stage and class), the stuck partitions (why,
 //     since when, attempts, last error), what is buffered, the dead-letter
