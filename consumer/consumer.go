@@ -108,24 +108,8 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		cfg.DurableAttempts.Disable = true
 	}
 	cfg.commonDefaults()
-	c := &Consumer[K, V]{
-		cfg:        cfg,
-		policy:     cfg.Policy.resolve(),
-		classifier: cfg.Classifier,
-		log:        cfg.Logger.With("group", cfg.Group),
-		parts:      make(map[tp]*partition[K, V]),
-		opPaused:   make(map[tp]bool),
-		opSkips:    make(map[tp]map[int64]bool),
-		wakeCh:     make(chan struct{}),
-		runDone:    make(chan struct{}),
-		budget:     budget{maxRecords: cfg.Buffer.TotalRecords, maxBytes: cfg.Buffer.TotalBytes},
-		built:      make(chan struct{}),
-		hooks:      cfg.Hooks,
-	}
-	c.retryOff.Store(off)
-	c.runCtx, c.stop = context.WithCancelCause(context.Background())
-	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
-	c.dlq.hooks = c.hooks
+	c := newConsumer(cfg, off, cfg.Logger.With("group", cfg.Group))
+	c.budget = budget{maxRecords: cfg.Buffer.TotalRecords, maxBytes: cfg.Buffer.TotalBytes}
 	c.dlq.txnal = cfg.ExactlyOnce.on()
 	if cfg.ExactlyOnce.on() {
 		c.txn = newTxn(cfg.ExactlyOnce, c.log)
@@ -328,6 +312,30 @@ func (c *Consumer[K, V]) shutdown() error {
 		return c.haltErr
 	}
 	return nil
+}
+
+// newConsumer is what every source of records shares: the config with its
+// defaults filled, the kill switch as the environment sets it (off), the
+// run context and the dead-letter writer.
+func newConsumer[K, V any](cfg Config[K, V], off bool, log *slog.Logger) *Consumer[K, V] {
+	c := &Consumer[K, V]{
+		cfg:        cfg,
+		policy:     cfg.Policy.resolve(),
+		classifier: cfg.Classifier,
+		log:        log,
+		parts:      make(map[tp]*partition[K, V]),
+		opPaused:   make(map[tp]bool),
+		opSkips:    make(map[tp]map[int64]bool),
+		wakeCh:     make(chan struct{}),
+		runDone:    make(chan struct{}),
+		built:      make(chan struct{}),
+		hooks:      cfg.Hooks,
+	}
+	c.retryOff.Store(off)
+	c.runCtx, c.stop = context.WithCancelCause(context.Background())
+	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
+	c.dlq.hooks = c.hooks
+	return c
 }
 
 // Stop asks the consumer to stop, as if Run's ctx had ended, and returns at

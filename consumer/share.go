@@ -136,24 +136,8 @@ func newShare[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	cfg.commonDefaults()
 	cfg.DurableAttempts.Disable = true // the broker counts deliveries
 	cfg.FloodGuard.Disable = true
-	c := &Consumer[K, V]{
-		cfg:        cfg,
-		policy:     cfg.Policy.resolve(),
-		classifier: cfg.Classifier,
-		log:        cfg.Logger.With("share_group", cfg.ShareGroup),
-		parts:      make(map[tp]*partition[K, V]),
-		opPaused:   make(map[tp]bool),
-		opSkips:    make(map[tp]map[int64]bool),
-		wakeCh:     make(chan struct{}),
-		runDone:    make(chan struct{}),
-		built:      make(chan struct{}),
-		hooks:      cfg.Hooks,
-	}
-	c.retryOff.Store(off)
-	c.runCtx, c.stop = context.WithCancelCause(context.Background())
-	c.dlq = newDLQWriter(&c.cfg, c.log, &c.stats)
+	c := newConsumer(cfg, off, cfg.Logger.With("share_group", cfg.ShareGroup))
 	c.dlq.group = cfg.ShareGroup
-	c.dlq.hooks = c.hooks
 	c.share = &shareSource[K, V]{c: c, group: cfg.ShareGroup, limit: cfg.Share.DeliveryLimit, logs: make(map[tp]*recordLog)}
 
 	base := make([]kgo.Opt, 0, len(cfg.ClientOpts)+16)
