@@ -241,6 +241,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 	if c.txn != nil {
 		c.beginTxns(runCtx)
 	}
+	fetchErrs := newFetchErrs(c.log, c.cl)
 	for {
 		// Wait while the flowing partitions hold the total: the client
 		// keeps what it fetched meanwhile, nothing is dropped.
@@ -267,7 +268,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
-			c.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			fetchErrs.seen(t, p, err)
 		})
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			if len(ftp.Records) == 0 {
@@ -276,6 +277,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			c.partition(ftp.Topic, ftp.Partition).push(ftp.Records, ftp.HighWatermark)
 		})
 		c.cl.AllowRebalance()
+		fetchErrs.forget()
 		c.commitDue(runCtx)
 	}
 	return c.shutdown()

@@ -581,6 +581,18 @@ func (w *dlqWriter) recheck(source, topic string) {
 	}
 }
 
+// changed is recheck after a write to topic failed with err (topicChanged).
+// UNKNOWN_TOPIC_ID says the client holds an id the topic no longer has: it
+// was deleted and created again, maybe by another member, so the writer may
+// never have seen the id that ensure would compare. The client forgets the
+// topic, and the next write loads it afresh.
+func (w *dlqWriter) changed(source, topic string, err error) {
+	w.recheck(source, topic)
+	if errors.Is(err, kerr.UnknownTopicID) {
+		w.recreated(topic)
+	}
+}
+
 // ready returns the size limit of a dead-letter topic when it is ready and
 // its source topic's partition count is known: what send checks, under one
 // lock.

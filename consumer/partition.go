@@ -348,7 +348,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 		if topicChanged(err) {
 			// Decided on the topic as it is now, not as it was cached:
 			// an operator may have fixed it.
-			w.recheck(l.src.Topic, l.tmpl.Topic)
+			w.changed(l.src.Topic, l.tmpl.Topic, err)
 			if werr := w.writable(rctx, l); werr == nil {
 				never = false
 			} else if never = unwritable(werr); never {

@@ -477,6 +477,7 @@ func (s *shareSource[K, V]) run(ctx context.Context) error {
 	s.deliveryLimit(ctx)
 	s.checkGroup(ctx)
 	c.assigned.Store(1) // Stats.Ready: records come from the group, not from assigned partitions
+	fetchErrs := newFetchErrs(c.log, c.cl)
 	for ctx.Err() == nil {
 		// Everything the fetch brought: a record left in the client
 		// would wait unseen, its lock running out.
@@ -488,11 +489,12 @@ func (s *shareSource[K, V]) run(ctx context.Context) error {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
-			c.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			fetchErrs.seen(t, p, err)
 		})
 		if recs := fs.Records(); len(recs) > 0 {
 			s.settlePoll(ctx, recs)
 		}
+		fetchErrs.forget()
 	}
 	return s.shutdown()
 }
@@ -846,7 +848,7 @@ func (s *shareSource[K, V]) write(ctx context.Context, log *recordLog, l *letter
 		if topicChanged(err) {
 			// Decided on the topic as it is now: an operator may have
 			// fixed it.
-			w.recheck(l.src.Topic, l.tmpl.Topic)
+			w.changed(l.src.Topic, l.tmpl.Topic, err)
 			if werr := w.writable(ctx, l); werr == nil {
 				never = false
 			} else if never = unwritable(werr); never {

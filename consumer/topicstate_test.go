@@ -192,3 +192,57 @@ func TestIntegrationRetryTopicsSourceGrows(t *testing.T) {
 		t.Fatalf("tier %s: %v, %d partitions; want 2", tier, err, len(td[tier].Partitions))
 	}
 }
+
+// TestIntegrationSourceTopicCreatedAgain: a consumed topic deleted and
+// created again under the same name gets a new topic id, which franz-go does
+// not adopt: every fetch fails with UNKNOWN_TOPIC_ID until the topic is
+// purged from the client. The consumer does that, and reads the new topic.
+// The same holds for a retry tier that another member created again, whose
+// old id only this member's client knew. (Before: the poll loop logged the
+// fetch error on every poll, hundreds of thousands of lines a minute, and
+// never read the topic again.)
+func TestIntegrationSourceTopicCreatedAgain(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "again", 1)
+	prod := manualProducer(t, c)
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte("before")})
+	var mu sync.Mutex
+	var processed []string
+	cons := stringConsumer(t, c, topic, func(_ context.Context, r *consumer.Record[string, string]) error {
+		mu.Lock()
+		processed = append(processed, r.Value)
+		mu.Unlock()
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+	})
+	stop := runConsumer(t, cons)
+	kafkatest.WaitFor(t, 30*time.Second, "the first record", func() bool { return cons.Stats().Processed == 1 })
+
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "the topic gone", func() bool {
+		td, err := adm.ListTopics(ctx, topic)
+		return err == nil && (len(td) == 0 || td[topic].Err != nil)
+	})
+	if _, err := adm.CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	prod = manualProducer(t, c)
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte("after")})
+	kafkatest.WaitFor(t, 60*time.Second, "the record of the topic made again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(processed) == 2
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if processed[1] != "after" {
+		t.Fatalf("processed %q; want before, then after", processed)
+	}
+}
