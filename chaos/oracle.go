@@ -155,7 +155,11 @@ type accounts struct {
 	killSw    bool // an operator turned retrying off at some point
 }
 
-func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration) *accounts {
+// With eos, a processed record counts as processed only through its
+// committed output (judge checks), so a record handled from a tier in a
+// transaction that aborted can still be one the fault deleted: its copy in
+// the tier went with the topic.
+func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
 		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}}
 	for _, e := range events {
@@ -199,7 +203,7 @@ func account(source string, letterRecs []*kgo.Record, events []Event, dels []del
 		a.letters[l.at] = append(a.letters[l.at], l)
 	}
 	for at, acks := range a.acks {
-		if len(a.ok[at]) > 0 || len(a.letters[at]) > 0 || a.skipped[at] {
+		if (len(a.ok[at]) > 0 && !eos) || len(a.letters[at]) > 0 || a.skipped[at] {
 			continue
 		}
 		last := slices.MaxFunc(acks, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
@@ -220,7 +224,7 @@ func unaccounted(src, letterRecs []*kgo.Record, events []Event, dels []deletion,
 	if len(src) == 0 {
 		return nil
 	}
-	a := account(src[0].Topic, letterRecs, events, dels, margin)
+	a := account(src[0].Topic, letterRecs, events, dels, margin, false)
 	var out []*kgo.Record
 	for _, r := range src {
 		at := pos{r.Partition, r.Offset}
@@ -257,14 +261,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 			forwarded[l.at]++
 		}
 	}
-	outputs := map[pos]int{}
-	for _, o := range f.outputs {
-		var p int32
-		var off int64
-		if _, err := fmt.Sscanf(string(o.Value), "%d/%d", &p, &off); err == nil {
-			outputs[pos{p, off}]++
-		}
-	}
+	outputs := outputsBySource(f.outputs)
 
 	for _, r := range src {
 		at := pos{r.Partition, r.Offset}
@@ -335,7 +332,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 				// processed and its output committed: the skip was
 				// undone (by an aborted transaction, say).
 				add("skip-undone", "record %s was skipped by an operator (Skip returned nil), then processed with its output committed; calls: %s", at, calls(a.calls[at]))
-			case n == 0 && len(oks) > 0 && len(ls) == 0 && !a.skipped[at]:
+			case n == 0 && len(oks) > 0 && len(ls) == 0 && !a.skipped[at] && a.deleted[at] == "":
 				add("missing-output", "record %s was processed but has no committed output; calls: %s", at, calls(a.calls[at]))
 			}
 			if len(ls) > 1 {
@@ -448,11 +445,16 @@ func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation 
 // group's offset was also seen past it (committed in that transaction, or
 // a later one) before the deletion ended.
 func judgeAccounts(sc *Scenario, f *facts) *accounts {
-	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin)
+	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin, sc.Mode.ExactlyOnce)
 	if !sc.Mode.ExactlyOnce {
 		return a
 	}
+	outputs := outputsBySource(f.outputs)
 	for at, topic := range a.deleted {
+		if outputs[at] > 0 {
+			delete(a.deleted, at) // processed after all: its output committed
+			continue
+		}
 		last, _ := maxT0(a.acks[at])
 		ok := false
 		for _, d := range f.deletes {
@@ -469,6 +471,20 @@ func judgeAccounts(sc *Scenario, f *facts) *accounts {
 		}
 	}
 	return a
+}
+
+// outputsBySource counts the exactly-once outputs of each source record
+// (an output's value is "partition/offset").
+func outputsBySource(outs []*kgo.Record) map[pos]int {
+	n := map[pos]int{}
+	for _, o := range outs {
+		var p int32
+		var off int64
+		if _, err := fmt.Sscanf(string(o.Value), "%d/%d", &p, &off); err == nil {
+			n[pos{p, off}]++
+		}
+	}
+	return n
 }
 
 func maxT0(es []Event) (int64, bool) {

@@ -133,7 +133,7 @@ func TestOracleLetterDeletedByFault(t *testing.T) {
 	if want := map[string]bool{"0@1": true, "0@2": true}; !maps.Equal(lost, want) {
 		t.Errorf("lost records %v, want %v", lost, want)
 	}
-	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin)
+	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin, false)
 	if want := map[pos]string{{0, 0}: sc.DLQ(), {1, 0}: tier}; !maps.Equal(a.deleted, want) {
 		t.Errorf("deleted by the fault: %v, want %v", a.deleted, want)
 	}
@@ -219,5 +219,42 @@ func TestOracleLetterDeletedByFaultExactlyOnce(t *testing.T) {
 	}
 	if d := judgeAccounts(sc, f).deleted; len(d) != 1 || d[pos{0, 0}] == "" {
 		t.Errorf("deleted by the fault: %v, want 0@0 only", d)
+	}
+}
+
+// Exactly-once: a record parked in a tier (its forward committed), then
+// handled from the tier in a transaction that aborted because the fault
+// deleted the tier meanwhile, has no output and no copy left: the fault's
+// doing, not a missing output. The same record without the deletion is.
+func TestOracleEOSTierCopyDeletedByFault(t *testing.T) {
+	sc := &Scenario{Seed: 1, Mode: Mode{Dispatch: "one", Tries: 1, Protocol: "classic", TiersMs: []int{100}, ExactlyOnce: true}}
+	tier := sc.Tiers()[0]
+	r := src(sc, 0, 0, "k", Value{ID: 0})
+	fw := letterOf(sc, r, 1)
+	fw.Topic = tier
+	facts := func(dels []deletion) *facts {
+		return &facts{
+			source:    []*kgo.Record{r},
+			forwards:  []*kgo.Record{fw},
+			ends:      map[int32]int64{0: 1},
+			committed: map[int32]int64{0: 1},
+			commits:   []commitSample{{At: 15, Partition: 0, Committed: 1}}, // the forward's transaction
+			events: []Event{
+				{Ev: "ack", Topic: sc.Source(), To: tier, Part: 0, Offset: 0, T0: 10},
+				call(sc, 0, 0, "ok", 20, 21), // from the tier, in the transaction that aborts
+			},
+			deletes:      dels,
+			deleteMargin: 100,
+		}
+	}
+	if vs := judge(sc, facts([]deletion{{Topic: tier, Start: 25, End: 30}})); len(vs) != 0 {
+		t.Errorf("tier deleted: violations %v, want none", vs)
+	}
+	if vs := judge(sc, facts(nil)); byKind(vs)["missing-output"] != 1 {
+		t.Errorf("no deletion: violations %v, want one missing-output", vs)
+	}
+	sc.Mode.ExactlyOnce = false
+	if vs := judge(sc, facts([]deletion{{Topic: tier, Start: 25, End: 30}})); len(vs) != 0 {
+		t.Errorf("without exactly-once, a processed record is processed: violations %v, want none", vs)
 	}
 }
