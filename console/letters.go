@@ -576,6 +576,8 @@ func facts(l *deadletter.Letter) (origin, failure []fact) {
 		"permanent":               "dead-lettered at once: the failure is permanent",
 		"retries-exhausted":       fmt.Sprintf("retried %d times, then dead-lettered", l.Attempts),
 		"retry-disabled":          "retrying was switched off (the kill switch), so it was dead-lettered",
+		"operator":                "an operator sent the record its partition was stuck on here",
+		"operator-rescue":         "an operator took the record its consumer group was stuck on out of the way (antidote group rescue)",
 		"client-rejected":         "a share-group consumer rejected the record",
 		"delivery-count-exceeded": "delivered too many times to a share group",
 	}

@@ -18,7 +18,7 @@
 //
 //	header                          value
 //	antidote.stage                  deserialize-key | deserialize-value | process
-//	antidote.reason                 permanent | retries-exhausted | retry-disabled
+//	antidote.reason                 permanent | retries-exhausted | retry-disabled | operator | operator-rescue
 //	antidote.class                  permanent | transient | unclassified
 //	antidote.error.type             the Go type of the innermost error, e.g. *json.SyntaxError
 //	antidote.error.stage            the serde stage that failed, e.g. gzip, json (deserialize only)

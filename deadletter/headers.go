@@ -65,6 +65,11 @@ const (
 	// ReasonOperator: an operator sent the record a partition was stuck on
 	// to the dead-letter topic (the message names who asked).
 	ReasonOperator Reason = "operator"
+	// ReasonRescue: an operator took the record a consumer group was stuck
+	// on (any group, not only Antidote's) out of its way with `antidote
+	// group rescue`, which committed the offset after it (the message
+	// names who asked).
+	ReasonRescue Reason = "operator-rescue"
 )
 
 // Header is one record header. Its layout matches franz-go's kgo.RecordHeader.

@@ -21,7 +21,8 @@
 #     Java 21+) and a cached Python environment with confluent-kafka
 #     (scripts/python/venv.sh), and runs the schema-registry integration tests
 #     (serde/...) against it and the real broker, with Python's serializers as
-#     foreign producers, then stops the registry.
+#     foreign producers, and `antidote group rescue` against a stuck Python
+#     consumer (confluent-kafka), then stops the registry.
 #
 # With CI=true the real broker and registry are mandatory: if one cannot
 # start, the run fails. Without CI, a missing Java or Maven skips steps 4-5
@@ -130,3 +131,7 @@ fi
 ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTIDOTE_PYTHON="$python" \
   go test -race -count=1 -p 1 -v -timeout "$TIMEOUT" -run 'Integration' \
   ./serde/... ./serde/avro/... ./serde/jsonschema/... ./serde/protobuf/...
+
+step "foreign clients: antidote group rescue moves a stuck Python consumer (confluent-kafka) on"
+ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTIDOTE_PYTHON="$python" \
+  go test -race -count=1 -v -timeout "$TIMEOUT" -run 'ForeignConsumer' ./cmd/antidote/internal/group/

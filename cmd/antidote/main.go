@@ -24,6 +24,7 @@ import (
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/ctl"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/demo"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/dlq"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/group"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/poison"
 	runcmd "github.com/antidote-kafka/antidote/cmd/antidote/internal/run"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/ui"
@@ -66,7 +67,7 @@ service or a topic (antidote run).`
 	root.Version = version()
 	root.SetVersionTemplate("antidote {{.Version}}\n")
 
-	root.AddCommand(demo.NewCommand(), poison.NewCommand(), dlq.NewCommand(), ctl.NewCommand(), ui.NewCommand(), runcmd.NewCommand())
+	root.AddCommand(demo.NewCommand(), poison.NewCommand(), dlq.NewCommand(), group.NewCommand(), ctl.NewCommand(), ui.NewCommand(), runcmd.NewCommand())
 	registerCompletions(root)
 	cli.WrapArgs(root)
 	return root

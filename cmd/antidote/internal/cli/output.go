@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/term"
 )
 
 // The helpers of the commands' output: JSON, and what tables print of a
@@ -96,4 +100,21 @@ func Dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// Confirm asks question on a terminal and reads the answer: true for y or
+// yes. Without a terminal no one can answer, and it returns a usage error
+// that says to add --yes to do what (delete, rescue).
+func Confirm(in io.Reader, out io.Writer, question, what string) (bool, error) {
+	f, ok := in.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return false, Usagef("not a terminal, so no one can confirm: add --yes to %s", what)
+	}
+	fmt.Fprint(out, question)
+	answer, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && answer == "" {
+		return false, nil
+	}
+	a := strings.ToLower(strings.TrimSpace(answer))
+	return a == "y" || a == "yes", nil
 }

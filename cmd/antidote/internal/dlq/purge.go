@@ -1,12 +1,9 @@
 package dlq
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/term"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
 	"github.com/antidote-kafka/antidote/deadletter"
@@ -145,7 +141,7 @@ elsewhere it needs --yes.`,
 			}
 			fmt.Fprintf(w, "delete %d records of %s:\n%s\n", total, s.topic, strings.Join(lines, "\n"))
 			if !yes {
-				ok, err := confirm(cmd.InOrStdin(), w, "delete them? [y/N] ")
+				ok, err := cli.Confirm(cmd.InOrStdin(), w, "delete them? [y/N] ", "delete")
 				if err != nil {
 					return err
 				}
@@ -177,22 +173,6 @@ elsewhere it needs --yes.`,
 	f.addFilters(cmd)
 	fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
-}
-
-// confirm asks question on a terminal and reads the answer; without a
-// terminal it refuses.
-func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
-	f, ok := in.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return false, cli.Usagef("not a terminal, so no one can confirm: add --yes to delete")
-	}
-	fmt.Fprint(out, question)
-	answer, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil && answer == "" {
-		return false, nil
-	}
-	a := strings.ToLower(strings.TrimSpace(answer))
-	return a == "y" || a == "yes", nil
 }
 
 // purgeSelection is the redrive whose letters purge --redriven deletes:
