@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/internal/pills"
@@ -143,6 +144,9 @@ func (r *runner) run(ctx context.Context, res *Result) error {
 	defer stopSampling()
 	sampled := make(chan []commitSample, 1)
 	go func() { sampled <- r.sampleCommits(sampleCtx) }()
+	if sc.Backend == "kfake" && sc.Mode.Protocol == "classic" {
+		go r.expireGhosts(sampleCtx)
+	}
 
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -682,6 +686,59 @@ func (r *runner) sampleCommits(ctx context.Context) []commitSample {
 		})
 	}
 	return out
+}
+
+// ghostAfter is how long a member's process must have been gone before
+// expireGhosts removes it: the children's session timeout and a margin.
+const ghostAfter = 6*time.Second + 3*time.Second
+
+// expireGhosts stands in for a session expiry that kfake misses. kfake arms
+// a classic member's session timer when it delivers the member's JoinGroup
+// or SyncGroup reply (group.reply), so a member killed before its reply
+// arrives is never expired and holds its partitions for the rest of the
+// run (seed 5100015: a member killed 500 ms after it started). A real
+// broker expires it after the session timeout; so does this, for kfake
+// only: a member whose process has been gone for ghostAfter is removed
+// with LeaveGroup. It runs until ctx ends.
+func (r *runner) expireGhosts(ctx context.Context) {
+	gone := map[string]time.Time{} // member id: when its process was first seen gone
+	for ctx.Err() == nil {
+		sleep(ctx, time.Second)
+		alive := map[string]bool{}
+		for _, m := range r.alive() {
+			alive[fmt.Sprint(m.cmd.Process.Pid)] = true
+		}
+		groups, err := r.adm.DescribeGroups(ctx, r.sc.Group())
+		if err != nil {
+			continue
+		}
+		for _, g := range groups {
+			for _, m := range g.Members {
+				_, pid, ok := strings.Cut(m.ClientID, "-p")
+				if !ok || alive[pid] {
+					delete(gone, m.MemberID)
+					continue
+				}
+				since, seen := gone[m.MemberID]
+				if !seen {
+					gone[m.MemberID] = time.Now()
+					continue
+				}
+				if time.Since(since) < ghostAfter {
+					continue
+				}
+				req := kmsg.NewPtrLeaveGroupRequest()
+				req.Group = r.sc.Group()
+				lm := kmsg.NewLeaveGroupRequestMember()
+				lm.MemberID = m.MemberID
+				req.Members = append(req.Members, lm)
+				if _, err := req.RequestWith(ctx, r.cl); err == nil {
+					r.note("kfake kept member %s of a process gone for %v: removed it, as a broker expires a session", m.ClientID, time.Since(since).Round(time.Second))
+					delete(gone, m.MemberID)
+				}
+			}
+		}
+	}
 }
 
 // describeGroup writes the group's members and their assignments, as the
