@@ -24,9 +24,11 @@ import (
 // A compacted topic, keyed by "topic/partition/offset", holds the attempts so
 // far and the time of the first failure of each record retrying in place:
 // one per partition handling one record at a time, one per key retrying with
-// [Concurrency]. An entry is written only when a record has failed twice or
-// more (the success path never writes), and deleted (a tombstone) once the
-// record is settled. When partitions are assigned, the consumer reads the
+// [Concurrency]. An entry is written when a record has failed twice or more,
+// and when its partition is revoked or the consumer stops while it retries
+// (so the success path, and a record that fails once and then succeeds,
+// never write); the writes reach Kafka before a revoked partition is given
+// up. It is deleted (a tombstone) once the record is settled. When partitions are assigned, the consumer reads the
 // topic, and a record that has an entry goes on counting from there. Entries
 // of an earlier version, keyed by "topic/partition", are read too.
 //
@@ -162,7 +164,8 @@ func (a *attempts) produce(r *kgo.Record) {
 }
 
 // flush waits up to timeout for the writes in flight. Run calls it before
-// it closes the client, whose Close would drop them.
+// it closes the client, whose Close would drop them, and the revoke before
+// it gives partitions up.
 func (a *attempts) flush(cl *kgo.Client, timeout time.Duration) {
 	if a.topic == "" {
 		return
@@ -170,7 +173,7 @@ func (a *attempts) flush(cl *kgo.Client, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := cl.Flush(ctx); err != nil {
-		a.log.Warn("attempts write not flushed at stop: the next owner may repeat an attempt", "attempts_topic", a.topic, "err", err)
+		a.log.Warn("attempts writes not flushed: the next owner may repeat an attempt", "attempts_topic", a.topic, "err", err)
 	}
 }
 

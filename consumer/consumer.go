@@ -518,6 +518,9 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 	if c.tiers != nil {
 		c.tiers.drop(revoked, c.owns)
 	}
+	// The attempt counts the stopped workers saved reach Kafka before the
+	// next owner reads them.
+	c.attempts.flush(cl, revokeCommitTimeout)
 	// In the exactly-once mode, offsets are committed only in the
 	// transactions: the open one is aborted (franz-go's
 	// GroupTransactSession), and its records are handled again.

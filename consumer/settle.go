@@ -48,6 +48,9 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 	}
 	saved := o.saved // a durable entry exists for rec
 	savedAt := 0     // the attempts it holds, when saved here
+	// cut: the last try ended with the worker stopping, so its failure
+	// may be our own cancellation, not a try to count.
+	cut := p.ctx.Err() != nil
 	defer func() {
 		// Settled: the entry goes. Stopping (revoked, shut down, halted):
 		// it stays, and the next owner goes on counting.
@@ -69,7 +72,14 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 
 	for {
 		if p.ctx.Err() != nil {
-			return false // revoked or stopping: the failure may be our own cancellation
+			// Revoked or stopping. The attempts so far are saved for the
+			// next owner (one failure is saved only now: a record that
+			// fails once and then succeeds never writes), unless the
+			// last failure may be our own cancellation.
+			if !cut && attempt > savedAt && attempt > 0 {
+				c.attempts.save(rec, attempt, first)
+			}
+			return false
 		}
 		if skipped() {
 			return p.skip(rec, o, stage, err, attempt, "operator")
@@ -128,6 +138,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			attempt++
 			pstage, perr := stage, err
 			stage, err = p.try(rctx, o, attempt, first)
+			cut = p.ctx.Err() != nil
 			if _, ok := byOperator(rctx); ok && err != nil {
 				// The try was cut short for the operator: the letter
 				// tells the failure that held the record.
