@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -98,6 +99,7 @@ type searchSink struct {
 	maxSize int
 	bytes   int
 	linger  time.Duration
+	indexes sync.Map // topic → index name
 }
 
 // indexTemplate is the name of a record's index: {topic} is replaced by
@@ -263,41 +265,59 @@ func (e *requestError) Error() string {
 
 func (e *requestError) Unwrap() error { return e.Err }
 
-// entry is one record's part of a bulk body.
+// entry is a record in a bulk request.
 type entry struct {
-	i     int    // index in the batch
-	index string // its index
-	id    string
-	line  []byte // action and document, each ending in a newline
+	i int // index in the batch
+	r *consumer.Record[[]byte, []byte]
+}
+
+// id is the document id of the entry's record (for messages: the body has it).
+func (s *searchSink) id(r *consumer.Record[[]byte, []byte]) string {
+	if s.byKey {
+		return string(r.Raw.Key)
+	}
+	return r.Raw.Topic + "-" + strconv.Itoa(int(r.Raw.Partition)) + "-" + strconv.FormatInt(r.Raw.Offset, 10)
 }
 
 // handleBatch writes a batch of records of one partition: one _bulk request,
 // or several when the body would exceed the byte limit.
 func (s *searchSink) handleBatch(ctx context.Context, batch []*consumer.Record[[]byte, []byte]) error {
 	errs := map[int]error{}
-	var chunk []entry
+	// A body is never reused: the HTTP transport may still read a request's
+	// body after the answer came (a server that answers early).
 	size := 0
+	for _, r := range batch {
+		size += len(r.Value) + 100
+	}
+	body := make([]byte, 0, min(size, s.bytes+4096))
+	chunk := make([]entry, 0, len(batch))
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		err := s.bulk(ctx, chunk, errs)
-		chunk, size = chunk[:0], 0
+		err := s.bulk(ctx, body, chunk, errs)
+		chunk, body = chunk[:0], make([]byte, 0, cap(body))
 		return err
 	}
 	for i, r := range batch {
-		e, err := s.entry(i, r)
+		start := len(body)
+		var err error
+		body, err = s.appendEntry(body, r)
 		if err != nil {
+			body = body[:start]
 			errs[i] = err
 			continue
 		}
-		if len(chunk) > 0 && size+len(e.line) > s.bytes {
+		if len(chunk) > 0 && len(body) > s.bytes {
+			// This record goes in the next request.
+			line := append([]byte(nil), body[start:]...)
+			body = body[:start]
 			if err := flush(); err != nil {
 				return err
 			}
+			body = append(body, line...)
 		}
-		chunk = append(chunk, e)
-		size += len(e.line)
+		chunk = append(chunk, entry{i: i, r: r})
 	}
 	if err := flush(); err != nil {
 		return err
@@ -308,55 +328,78 @@ func (s *searchSink) handleBatch(ctx context.Context, batch []*consumer.Record[[
 	return nil
 }
 
-// entry makes the bulk lines of record i.
-func (s *searchSink) entry(i int, r *consumer.Record[[]byte, []byte]) (entry, error) {
+// appendEntry appends the bulk lines of r, the action and the document, to
+// body; an error is the record's, and body is then to be cut back.
+func (s *searchSink) appendEntry(body []byte, r *consumer.Record[[]byte, []byte]) ([]byte, error) {
 	raw := r.Raw
-	e := entry{i: i, index: s.index.name(raw.Topic)}
+	body = append(body, `{"`...)
+	body = append(body, s.action...)
+	body = append(body, `":{"_index":`...)
+	body = appendJSONString(body, s.indexOf(raw.Topic))
+	body = append(body, `,"_id":`...)
 	if s.byKey {
 		switch {
 		case raw.Key == nil:
-			return e, failure.Permanent(errors.New("document id from the key: the record has no key"))
+			return body, failure.Permanent(errors.New("document id from the key: the record has no key"))
 		case !utf8.Valid(raw.Key):
-			return e, failure.Permanent(errors.New("document id from the key: the key is not UTF-8 text"))
+			return body, failure.Permanent(errors.New("document id from the key: the key is not UTF-8 text"))
 		case len(raw.Key) == 0 || len(raw.Key) > maxDocID:
-			return e, failure.Permanent(fmt.Errorf("document id from the key: the key has %d bytes (an id has 1 to %d)", len(raw.Key), maxDocID))
+			return body, failure.Permanent(fmt.Errorf("document id from the key: the key has %d bytes (an id has 1 to %d)", len(raw.Key), maxDocID))
 		}
-		e.id = string(raw.Key)
+		body = appendJSONString(body, string(raw.Key))
 	} else {
-		e.id = raw.Topic + "-" + strconv.Itoa(int(raw.Partition)) + "-" + strconv.FormatInt(raw.Offset, 10)
+		body = appendJSONString(body, raw.Topic)
+		body = append(body[:len(body)-1], '-') // the closing quote comes after the offset
+		body = strconv.AppendInt(body, int64(raw.Partition), 10)
+		body = append(body, '-')
+		body = strconv.AppendInt(body, raw.Offset, 10)
+		body = append(body, '"')
 	}
-	meta, _ := json.Marshal(map[string]map[string]string{s.action: {"_index": e.index, "_id": e.id}})
-	line := make([]byte, 0, len(meta)+len(r.Value)+2)
-	line = append(append(line, meta...), '\n')
+	body = append(body, "}}\n"...)
 	doc := bytes.TrimSpace(r.Value)
+	if len(doc) == 0 {
+		return body, failure.Permanent(errors.New("the value is empty: not a JSON document"))
+	}
 	if bytes.IndexByte(doc, '\n') >= 0 || bytes.IndexByte(doc, '\r') >= 0 {
 		// One line per document: a pretty-printed JSON value is compacted
 		// (and one that is not JSON is refused here).
 		var b bytes.Buffer
 		if err := json.Compact(&b, doc); err != nil {
-			return e, failure.Permanent(fmt.Errorf("the value is not a JSON document: %w", err))
+			return body, failure.Permanent(fmt.Errorf("the value is not a JSON document: %w", err))
 		}
 		doc = b.Bytes()
 	}
-	if len(doc) == 0 {
-		return e, failure.Permanent(errors.New("the value is empty: not a JSON document"))
-	}
-	line = append(append(line, doc...), '\n')
-	e.line = line
-	return e, nil
+	body = append(body, doc...)
+	return append(body, '\n'), nil
 }
 
-// bulk sends one request and records each item's failure in errs; an error
-// is the request's, failing the whole batch.
-func (s *searchSink) bulk(ctx context.Context, chunk []entry, errs map[int]error) error {
-	n := 0
-	for _, e := range chunk {
-		n += len(e.line)
+// indexOf is the index of topic's records.
+func (s *searchSink) indexOf(topic string) string {
+	if v, ok := s.indexes.Load(topic); ok {
+		return v.(string)
 	}
-	body := make([]byte, 0, n)
-	for _, e := range chunk {
-		body = append(body, e.line...)
+	name := s.index.name(topic)
+	s.indexes.Store(topic, name)
+	return name
+}
+
+// appendJSONString appends v as a JSON string.
+func appendJSONString(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			q, _ := json.Marshal(v)
+			return append(b, q...)
+		}
 	}
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, '"')
+}
+
+// bulk sends body, the lines of chunk, in one request and records each
+// item's failure in errs; an error is the request's, failing the whole
+// batch.
+func (s *searchSink) bulk(ctx context.Context, body []byte, chunk []entry, errs map[int]error) error {
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	resp, err := s.api.Bulk(rctx, opensearchapi.BulkReq{
@@ -389,7 +432,7 @@ func (s *searchSink) bulk(ctx context.Context, chunk []entry, errs map[int]error
 		if it.Status/100 == 2 || it.Status == http.StatusConflict {
 			continue
 		}
-		be := &bulkError{Index: e.index, ID: e.id, Status: it.Status}
+		be := &bulkError{Index: s.indexOf(e.r.Raw.Topic), ID: s.id(e.r), Status: it.Status}
 		if it.Error != nil {
 			be.Type, be.Reason = it.Error.Type, it.Error.Reason
 			if c := it.Error.Cause; c.Type != "" {
@@ -401,7 +444,6 @@ func (s *searchSink) bulk(ctx context.Context, chunk []entry, errs map[int]error
 	return nil
 }
 
-// requestFailed classifies a request that failed as a whole.
 func (s *searchSink) requestFailed(status int, err error) error {
 	if err == nil {
 		err = errors.New(http.StatusText(status))
