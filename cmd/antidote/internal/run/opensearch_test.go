@@ -255,13 +255,14 @@ func TestSearchSinkBody(t *testing.T) {
 	batch = docRecords(4)
 	batch[1].Raw.Key = nil
 	batch[2].Raw.Key = []byte{0xff, 0xfe}
+	batch[3].Raw.Key = []byte("k\"3\\\n é")
 	err = s2.handleBatch(context.Background(), batch)
 	if !errors.As(err, &be) || len(be.Errs) != 2 || be.Errs[1] == nil || be.Errs[2] == nil {
 		t.Fatalf("handleBatch: %v, want records 1 and 2 refused", err)
 	}
 	lines = f2.all()
-	if len(lines) != 2 || lines[0].id != "k0" || lines[1].id != "k3" || lines[0].action != "create" {
-		t.Errorf("sent %+v, want create k0 and k3", lines)
+	if len(lines) != 2 || lines[0].id != "k0" || lines[1].id != "k\"3\\\n é" || lines[0].action != "create" {
+		t.Errorf("sent %+v, want create k0 and the escaped key of record 3", lines)
 	}
 }
 
