@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/failure"
@@ -422,5 +424,36 @@ pipelines:
 	want := "opensearch _bulk index into index events-{topic} at http://127.0.0.1:9200 (ids from topic-partition-offset; batches of at most 1000 records or 5242880 bytes, linger 200ms; timeout 30s; API key (not shown))"
 	if !strings.Contains(out, want) || strings.Contains(out, "s3cr3t") {
 		t.Errorf("--check printed:\n%s\nwant the line %q and no secret", out, want)
+	}
+}
+
+// TestSearchSinkTLS: with tls.ca-file, the sink trusts a node whose
+// certificate that CA signed, and refuses one it did not (a transient
+// failure: the partition waits rather than dead-letter).
+func TestSearchSinkTLS(t *testing.T) {
+	f := &fakeBulk{t: t}
+	srv := httptest.NewTLSServer(f)
+	t.Cleanup(srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	caFile := clitest.WriteFile(t, "ca.pem", string(ca))
+	s, err := newSearchSink("opensearch", &runSearch{URLs: []string{srv.URL}, Index: "x", TLS: &cli.TLSConfig{CAFile: caFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.close)
+	if err := s.handleBatch(context.Background(), docRecords(2)); err != nil {
+		t.Fatalf("with the CA: %v", err)
+	}
+	if n := len(f.all()); n != 2 {
+		t.Errorf("%d documents, want 2", n)
+	}
+	plain, err := newSearchSink("opensearch", &runSearch{URLs: []string{srv.URL}, Index: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.close)
+	err = plain.handleBatch(context.Background(), docRecords(1))
+	if err == nil || failure.Classify(err) != failure.ClassTransient {
+		t.Errorf("without the CA: %v, want a transient failure", err)
 	}
 }
