@@ -24,6 +24,11 @@
 #     foreign producers, and `antidote group rescue` against a stuck Python
 #     consumer (confluent-kafka), then stops the registry.
 #
+#  6. starts a real OpenSearch node (scripts/opensearch.sh; Java 17+) beside the
+#     registry and runs the search-engine sink's integration tests (every test
+#     named *IntegrationSearch*: the sink, and the seed's system from
+#     cmd/antidote/examples/search-engine.yaml), then stops it.
+#
 # With CI=true the real broker and registry are mandatory: if one cannot
 # start, the run fails. Without CI, a missing Java or Maven skips steps 4-5
 # with a warning, a missing Java 21+ or Python environment skips step 5.
@@ -135,3 +140,15 @@ ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTID
 step "foreign clients: antidote group rescue moves a stuck Python consumer (confluent-kafka) on"
 ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTIDOTE_PYTHON="$python" \
   go test -race -count=1 -v -timeout "$TIMEOUT" -run 'ForeignConsumer' ./cmd/antidote/internal/group/
+
+# --- search-engine sink: a real OpenSearch (scripts/opensearch.sh) ---------
+step "search-engine sink integration tests against a real OpenSearch"
+trap 'scripts/opensearch.sh stop; scripts/registry.sh stop; scripts/kafka.sh stop' EXIT
+if ! opensearch="$(scripts/opensearch.sh start)"; then
+  if [ "${CI:-}" = true ]; then echo "CI=true and OpenSearch did not start: it is mandatory"; exit 1; fi
+  echo "WARNING: OpenSearch did not start (see above; it needs a JDK 17+ and Maven); its tests skipped (CI=true makes this an error)"; exit 0
+fi
+ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTIDOTE_PYTHON="$python" \
+  ANTIDOTE_OPENSEARCH_URL="$opensearch" \
+  go test -race -count=1 -v -timeout "$TIMEOUT" -run 'IntegrationSearch' ./cmd/antidote/internal/run/
+# --- end of the search-engine sink block --------------------------------

@@ -112,8 +112,10 @@ type runStage struct {
 }
 
 type runSink struct {
-	HTTP  *runHTTP      `yaml:"http"`
-	Kafka *runKafkaSink `yaml:"kafka"`
+	HTTP          *runHTTP      `yaml:"http"`
+	Kafka         *runKafkaSink `yaml:"kafka"`
+	OpenSearch    *runSearch    `yaml:"opensearch"`    // opensearch.go
+	Elasticsearch *runSearch    `yaml:"elasticsearch"` // the same sink, for Elasticsearch
 }
 
 type runHTTP struct {
@@ -547,11 +549,14 @@ func (p *runPlan) rel(path string) string {
 func (p *runPlan) validateSink(pp *pipelinePlan) error {
 	d, s := p.doc, &pp.cfg.Sink
 	at := pp.path + ".sink"
+	if k := s.setKeys(); len(k) > 1 {
+		return d.errAt(at+"."+k[1], "one sink per pipeline: %s or %s, not both", k[0], k[1])
+	}
 	switch {
-	case s.HTTP == nil && s.Kafka == nil:
-		return d.errAt(at, "required: http or kafka")
-	case s.HTTP != nil && s.Kafka != nil:
-		return d.errAt(at+".kafka", "one sink per pipeline: http or kafka")
+	case s.HTTP == nil && s.Kafka == nil && s.OpenSearch == nil && s.Elasticsearch == nil:
+		return d.errAt(at, "required: http, kafka, opensearch or elasticsearch")
+	case s.OpenSearch != nil || s.Elasticsearch != nil:
+		return p.validateSearchSink(pp)
 	case s.HTTP != nil:
 		h := s.HTTP
 		if h.URL == "" {

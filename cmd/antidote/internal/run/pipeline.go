@@ -191,6 +191,8 @@ func (pp *pipelinePlan) describe() []string {
 			extra = ", headers " + strings.Join(hdrs, ", ") + " (values not shown)"
 		}
 		add("sink", "http POST %s (timeout %v, at most %d requests at once, %s%s)", redactURL(h.URL), cmpDur(h.Timeout, defaultHTTPTimeout), cmpInt(int64(h.Concurrency), defaultHTTPConcurrency), contentTypes[c.Value.Format], extra)
+	case c.Sink.OpenSearch != nil || c.Sink.Elasticsearch != nil:
+		add("sink", "%s", describeSearch(c.Sink))
 	default:
 		k := c.Sink.Kafka
 		add("sink", "kafka topic %s (value %s)", k.Topic, cmp.Or(k.Value, "raw"))

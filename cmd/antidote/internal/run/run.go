@@ -50,7 +50,8 @@ func NewCommand() *cobra.Command {
 		Long: `Run the pipelines of a YAML file: each consumes topics in a group, decodes
 the records (decrypt, decompress, then json, string, bytes, avro or
 json-schema), and hands each record to a sink: an HTTP service (POST, one
-record a request) or another Kafka topic. Failures are settled by the
+record a request), another Kafka topic, or OpenSearch or Elasticsearch
+(_bulk requests, each record settled from its own item). Failures are settled by the
 pipeline's policy: retried in place with backoff, dead-lettered, skipped or
 halting. Offsets are committed only past settled records. No Go code is
 needed: any service that speaks HTTP gets Antidote's guarantees.
@@ -246,6 +247,13 @@ type sink interface {
 	close()
 }
 
+// batchSink is a sink that takes a partition's records in batches.
+type batchSink interface {
+	sink
+	handleBatch(ctx context.Context, batch []*consumer.Record[[]byte, []byte]) error
+	batching() consumer.Batching
+}
+
 // newRunLogger is the logger of antidote run, on w.
 func newRunLogger(w io.Writer, format, level string) *slog.Logger {
 	var lv slog.Level
@@ -403,6 +411,10 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 	switch {
 	case pp.cfg.Sink.HTTP != nil:
 		s, err = newHTTPSink(pp.cfg.Sink.HTTP, contentType)
+	case pp.cfg.Sink.OpenSearch != nil:
+		s, err = newSearchSink("opensearch", pp.cfg.Sink.OpenSearch)
+	case pp.cfg.Sink.Elasticsearch != nil:
+		s, err = newSearchSink("elasticsearch", pp.cfg.Sink.Elasticsearch)
 	default:
 		s, err = newKafkaSink(pp.cfg.Sink.Kafka, append([]kgo.Opt{kgo.SeedBrokers(rc.brokers...)}, rc.opts...))
 	}
@@ -438,6 +450,9 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema") {
 		br := rt.registry.Breaker()
 		cfg.Dependencies = map[string]func() string{"schema-registry": func() string { return br.State().String() }}
+	}
+	if bs, ok := s.(batchSink); ok {
+		cfg.Handler, cfg.BatchHandler, cfg.Batching = nil, bs.handleBatch, bs.batching()
 	}
 	c, err := consumer.New(cfg)
 	if err != nil {

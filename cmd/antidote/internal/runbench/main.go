@@ -12,6 +12,10 @@
 //
 //	go run ./cmd/antidote/internal/runbench -brokers 127.0.0.1:39092
 //
+// With -sink opensearch -opensearch URL, both index the topic into
+// OpenSearch instead: antidote run with its opensearch sink, and a bare
+// bulk loader on the same client (see opensearch.go).
+//
 // The target: antidote run reaches at least 80% of the bare program's
 // records/s (the median of the per-round ratios).
 package main
@@ -53,9 +57,18 @@ func main() {
 	topic := flag.String("topic", "", "topic (the bare program; default runbench-<records>-<partitions>)")
 	group := flag.String("group", "", "group (the bare program)")
 	url := flag.String("url", "", "URL to POST to (the bare program)")
+	sink := flag.String("sink", "http", "http (a local HTTP service) or opensearch (-opensearch)")
+	search := flag.String("opensearch", "", "OpenSearch URL (-sink opensearch)")
+	index := flag.String("index", "", "index (the bare program, -sink opensearch)")
 	flag.Parse()
 	if *topic == "" {
 		*topic = fmt.Sprintf("runbench-%d-%d-%d", *records, *partitions, *valueSize)
+	}
+	if *bare && *sink == "opensearch" {
+		if err := runBareBulk(strings.Split(*brokers, ","), *topic, *group, *url, *index); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	if *bare {
 		if err := runBare(strings.Split(*brokers, ","), *topic, *group, *url); err != nil {
@@ -63,7 +76,10 @@ func main() {
 		}
 		return
 	}
-	if err := bench(*brokers, *topic, *records, *partitions, *valueSize, *rounds, *format, *bin); err != nil {
+	if *sink == "opensearch" && (*search == "" || *format == "bytes") {
+		log.Fatal("-sink opensearch needs -opensearch URL and -format json")
+	}
+	if err := bench(*brokers, *topic, *records, *partitions, *valueSize, *rounds, *format, *bin, *search); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -80,13 +96,20 @@ type server struct {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	now := time.Now()
+	s.add(1, now)
+}
+
+// add counts k records, handed over from start until now.
+func (s *server) add(k int, start time.Time) {
+	now := time.Now()
 	s.mu.Lock()
 	if s.n == 0 {
-		s.first = now
+		s.first = start
 	}
-	s.n++
+	had := s.n
+	s.n += k
 	s.last = now
-	if s.n == s.want {
+	if had < s.want && s.n >= s.want {
 		close(s.done)
 	}
 	s.mu.Unlock()
@@ -104,7 +127,7 @@ func (s *server) rate() float64 {
 	return float64(s.n-1) / s.last.Sub(s.first).Seconds()
 }
 
-func bench(brokers, topic string, records, partitions, valueSize, rounds int, format, bin string) error {
+func bench(brokers, topic string, records, partitions, valueSize, rounds int, format, bin, search string) error {
 	ctx := context.Background()
 	if err := fill(ctx, brokers, topic, records, partitions, valueSize); err != nil {
 		return err
@@ -129,16 +152,35 @@ func bench(brokers, topic string, records, partitions, valueSize, rounds int, fo
 	if err != nil {
 		return err
 	}
-	go func() { _ = http.Serve(ln, srv) }()
+	var handler http.Handler = srv
+	if search != "" {
+		if handler, err = newBulkProxy(search, srv); err != nil {
+			return err
+		}
+	}
+	go func() { _ = http.Serve(ln, handler) }()
 	url := "http://" + ln.Addr().String() + "/records"
+	if search != "" {
+		url = "http://" + ln.Addr().String()
+	}
 
 	var rates = map[string][]float64{}
 	var ratios []float64
 	for round := 1; round <= rounds; round++ {
 		for _, which := range []string{"bare", "antidote"} {
 			group := fmt.Sprintf("runbench-%s-%d-%d", which, time.Now().UnixNano(), round)
+			index := fmt.Sprintf("runbench-%s-%d", which, round)
+			sinkYAML := fmt.Sprintf("http: {url: %s}", url)
+			if search != "" {
+				if err := searchIndex(search, index); err != nil {
+					return err
+				}
+				sinkYAML = fmt.Sprintf("opensearch: {urls: [%q], index: %q}", url, index)
+			}
 			var cmd *exec.Cmd
-			if which == "bare" {
+			if which == "bare" && search != "" {
+				cmd = exec.Command(self, "-bare", "-sink", "opensearch", "-brokers", brokers, "-topic", topic, "-group", group, "-url", url, "-index", index)
+			} else if which == "bare" {
 				cmd = exec.Command(self, "-bare", "-brokers", brokers, "-topic", topic, "-group", group, "-url", url)
 			} else {
 				file := filepath.Join(dir, "run.yaml")
@@ -151,8 +193,8 @@ pipelines:
     group: %s
     value: {format: %s}
     sink:
-      http: {url: %s}
-`, brokers, topic, group, format, url)
+      %s
+`, brokers, topic, group, format, sinkYAML)
 				if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 					return err
 				}
@@ -164,14 +206,21 @@ pipelines:
 			if err := cmd.Start(); err != nil {
 				return err
 			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
 			select {
 			case <-srv.done:
+			case err := <-exited:
+				return fmt.Errorf("%s: exited before the last record: %v", which, err)
 			case <-time.After(10 * time.Minute):
 				_ = cmd.Process.Kill()
 				return fmt.Errorf("%s: not done in 10 minutes", which)
 			}
 			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
+			<-exited
+			if search != "" {
+				dropIndex(search, index)
+			}
 			r := srv.rate()
 			rates[which] = append(rates[which], r)
 			var cpu time.Duration
@@ -192,7 +241,11 @@ pipelines:
 	if med(ratios) < 0.8 {
 		verdict = "MISS"
 	}
-	fmt.Printf("\n%d records of %d bytes, %d partitions, format %s, %d rounds\n", records, valueSize, partitions, format, rounds)
+	into := "a local HTTP service"
+	if search != "" {
+		into = "OpenSearch at " + search
+	}
+	fmt.Printf("\n%d records of %d bytes, %d partitions, format %s, into %s, %d rounds\n", records, valueSize, partitions, format, into, rounds)
 	fmt.Printf("bare franz-go  median %8.0f records/s\n", med(rates["bare"]))
 	fmt.Printf("antidote run   median %8.0f records/s\n", med(rates["antidote"]))
 	sort.Float64s(ratios)
