@@ -403,13 +403,25 @@ CONF
   done
   log "starting Apache Kafka $VERSION (KRaft, three combined broker+controller nodes) on $(cbootstrap)"
   for n in 1 2 3; do claunch "$n"; done
-  cwait 1 2 3
+  # A node that fails to start leaves none running: the others are stopped
+  # (their logs stay in $CRUN), and the failure is the script's exit.
+  if ! (cwait 1 2 3); then
+    cluster_kill
+    exit 1
+  fi
   echo "export ANTIDOTE_KAFKA_BROKERS=$(cbootstrap)" >"$CRUN/test.env"
   log "cluster ready: $(cbootstrap)"
   cbootstrap
 }
 
 cluster_stop() {
+  cluster_kill
+  rm -rf "$CRUN"
+}
+
+# cluster_kill stops the nodes this script started (SIGTERM, then SIGKILL)
+# and keeps their folders.
+cluster_kill() {
   local n pid
   for n in 1 2 3; do
     [ -f "$CRUN/n$n/pid" ] || continue
@@ -425,7 +437,6 @@ cluster_stop() {
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
     for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   done
-  rm -rf "$CRUN"
 }
 
 cluster_signal() {
