@@ -130,6 +130,14 @@ type attempts struct {
 
 	mu     sync.Mutex
 	resume map[tp]map[int64]attemptEntry // read at assignment, taken by new partition workers
+
+	// pending counts this state's writes in flight; idle is closed when
+	// the count falls to 0 (nil while none are in flight). flush waits on
+	// these writes only: the client's other writes (a dead letter that a
+	// hung broker never answers) are not the revoke's to wait for.
+	pendMu  sync.Mutex
+	pending int
+	idle    chan struct{}
 }
 
 // save records that rec has failed attempts times since first.
@@ -154,26 +162,44 @@ func (a *attempts) produce(r *kgo.Record) {
 		a.log.Warn("attempts topic cannot be written: the attempt count of a retrying record will restart after a restart", "attempts_topic", a.topic, "err", err)
 		return
 	}
+	a.pendMu.Lock()
+	if a.pending == 0 {
+		a.idle = make(chan struct{})
+	}
+	a.pending++
+	a.pendMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	a.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 		cancel()
+		a.pendMu.Lock()
+		if a.pending--; a.pending == 0 {
+			close(a.idle)
+			a.idle = nil
+		}
+		a.pendMu.Unlock()
 		if err != nil {
 			a.log.Warn("attempts write failed: the attempt count of a retrying record may restart after a restart", "attempts_topic", a.topic, "err", err)
 		}
 	})
 }
 
-// flush waits up to timeout for the writes in flight. Run calls it before
-// it closes the client, whose Close would drop them, and the revoke before
-// it gives partitions up.
-func (a *attempts) flush(cl *kgo.Client, timeout time.Duration) {
-	if a.topic == "" {
+// flush waits up to timeout for the state's writes in flight, and for no
+// other write of the client. Run calls it before it closes the client,
+// whose Close would drop them, and the revoke before it gives partitions
+// up.
+func (a *attempts) flush(timeout time.Duration) {
+	a.pendMu.Lock()
+	idle, n := a.idle, a.pending
+	a.pendMu.Unlock()
+	if idle == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := cl.Flush(ctx); err != nil {
-		a.log.Warn("attempts writes not flushed: the next owner may repeat an attempt", "attempts_topic", a.topic, "err", err)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+		a.log.Warn("attempts writes not flushed: the next owner may repeat an attempt", "attempts_topic", a.topic, "in_flight", n, "waited", timeout)
 	}
 }
 

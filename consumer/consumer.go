@@ -306,7 +306,7 @@ func (c *Consumer[K, V]) shutdown() error {
 	// The durable attempts are written asynchronously: the last one
 	// must reach the broker before the client closes, or the next owner
 	// repeats an attempt.
-	c.attempts.flush(c.cl, c.cfg.DeadLetter.WriteTimeout)
+	c.attempts.flush(c.cfg.DeadLetter.WriteTimeout)
 	c.dlq.close()
 	c.cl.Close()
 	c.log.Info("consumer stopped")
@@ -520,7 +520,7 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 	}
 	// The attempt counts the stopped workers saved reach Kafka before the
 	// next owner reads them.
-	c.attempts.flush(cl, revokeCommitTimeout)
+	c.attempts.flush(revokeCommitTimeout)
 	// In the exactly-once mode, offsets are committed only in the
 	// transactions: the open one is aborted (franz-go's
 	// GroupTransactSession), and its records are handled again.
