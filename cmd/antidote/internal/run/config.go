@@ -124,6 +124,7 @@ type runHTTP struct {
 	Concurrency int               `yaml:"concurrency"`
 	Headers     map[string]string `yaml:"headers"`
 	TLS         *cli.TLSConfig    `yaml:"tls"`
+	Batch       *runHTTPBatch     `yaml:"batch"` // httpbatch.go: many records per request
 }
 
 type runKafkaSink struct {
@@ -584,6 +585,16 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 		}
 		if h.TLS != nil && strings.HasPrefix(h.URL, "http://") {
 			return d.errAt(at+".http.tls", "the URL is http://: TLS needs https://")
+		}
+		if b := h.Batch; b != nil {
+			switch {
+			case b.Size < 0:
+				return d.errAt(at+".http.batch.size", "negative")
+			case b.Bytes < 0 || (b.Bytes > 0 && b.Bytes < 1024):
+				return d.errAt(at+".http.batch.bytes", "%d: at least 1024 (a request's body, in bytes; default %d)", b.Bytes, defaultHTTPBatchBytes)
+			case b.Linger < 0:
+				return d.errAt(at+".http.batch.linger", "negative")
+			}
 		}
 	default:
 		k := s.Kafka

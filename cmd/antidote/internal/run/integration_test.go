@@ -174,6 +174,7 @@ type serviceStats struct {
 	Accepted map[string]int   `json:"accepted"`
 	Rejected map[string]any   `json:"rejected"`
 	Mismatch []string         `json:"mismatch"`
+	Batches  []int            `json:"batches"`
 }
 
 func getStats(t *testing.T, base string) serviceStats {

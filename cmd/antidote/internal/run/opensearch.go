@@ -211,12 +211,7 @@ func (s *searchSink) batching() consumer.Batching {
 
 // handle writes one record: a bulk of one.
 func (s *searchSink) handle(ctx context.Context, r *consumer.Record[[]byte, []byte]) error {
-	err := s.handleBatch(ctx, []*consumer.Record[[]byte, []byte]{r})
-	var be *consumer.BatchError
-	if errors.As(err, &be) {
-		return be.Errs[0]
-	}
-	return err
+	return oneOfBatch(s.handleBatch(ctx, []*consumer.Record[[]byte, []byte]{r}))
 }
 
 // bulkError is a record that the search engine refused: the status and the

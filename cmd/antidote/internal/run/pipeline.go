@@ -190,6 +190,12 @@ func (pp *pipelinePlan) describe() []string {
 		if len(hdrs) > 0 {
 			extra = ", headers " + strings.Join(hdrs, ", ") + " (values not shown)"
 		}
+		if b := h.Batch; b != nil {
+			add("sink", "http POST %s in batches of at most %d records or %d bytes, linger %v (timeout %v, at most %d requests at once%s)", redactURL(h.URL),
+				cmpInt(int64(b.Size), defaultHTTPBatchSize), cmpInt(b.Bytes, defaultHTTPBatchBytes), cmpDur(b.Linger, defaultBulkLinger),
+				cmpDur(h.Timeout, defaultHTTPTimeout), cmpInt(int64(h.Concurrency), defaultHTTPConcurrency), extra)
+			break
+		}
 		add("sink", "http POST %s (timeout %v, at most %d requests at once, %s%s)", redactURL(h.URL), cmpDur(h.Timeout, defaultHTTPTimeout), cmpInt(int64(h.Concurrency), defaultHTTPConcurrency), contentTypes[c.Value.Format], extra)
 	case c.Sink.OpenSearch != nil || c.Sink.Elasticsearch != nil:
 		add("sink", "%s", describeSearch(c.Sink))

@@ -11,9 +11,17 @@ POST /records takes one record: the JSON body {"id": N, "kind": K,
 
 It checks that the Antidote-Key and Antidote-Header headers decode to the
 bytes the body names (400 otherwise) and records every try.
+
+POST /batch takes many records in the JSON of the batching HTTP sink and
+answers {"results": [...]}, one per record, with the same kinds (a
+retry-after record asks for 1000 ms; a permanent or verdict-permanent one
+is refused as permanent). A record of kind "batch-breaker" makes the service
+refuse with 400 any request that holds it beside others; alone, it is
+refused as permanent.
 GET /stats returns what it saw. It prints its port on the first line.
 """
 
+import base64
 import json
 import sys
 import threading
@@ -26,6 +34,7 @@ accepted = {}   # id -> times answered 2xx without a verdict
 rejected = {}   # id -> the status or verdict of the final refusal
 mismatch = []   # ids whose headers did not decode to the body's bytes
 places = {}     # id -> "topic/partition/offset"
+batches = []    # the record count of each /batch request
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -47,11 +56,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(404)
         with lock:
             body = json.dumps({"tries": tries, "accepted": accepted, "rejected": rejected,
-                               "mismatch": mismatch, "places": places}).encode()
+                               "mismatch": mismatch, "places": places,
+                               "batches": batches}).encode()
         self.reply(200, [("Content-Type", "application/json")], body)
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
+        if self.path == "/batch":
+            return self.batch(json.loads(self.rfile.read(n)))
         rec = json.loads(self.rfile.read(n))
         rid = str(rec["id"])
         key = self.headers.get("Antidote-Key")
@@ -85,6 +97,42 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, [("Antidote-Outcome", "permanent")], b"unknown customer")
             accepted[rid] = accepted.get(rid, 0) + 1
         self.reply(200)
+
+
+    def batch(self, req):
+        records = req["records"]
+        with lock:
+            batches.append(len(records))
+            kinds = [r["value"]["kind"] for r in records]
+            if "batch-breaker" in kinds and len(records) > 1:
+                return self.reply(400, body=b"a record of this batch cannot be read")
+            results = []
+            for r in records:
+                v = r["value"]
+                rid = str(v["id"])
+                key = base64.b64decode(r["key_base64"]) if r["key_base64"] is not None else None
+                hdrs = [(h["name"], base64.b64decode(h["value_base64"]).hex()) for h in r["headers"]]
+                tries.setdefault(rid, []).append(r["attempt"])
+                places[rid] = "%s/%s/%s" % (r["topic"], r["partition"], r["offset"])
+                n_tries = len(tries[rid])
+                if key is None or key.hex() != v["key_hex"] or ("trace", v["header_hex"]) not in hdrs:
+                    mismatch.append(rid)
+                    rejected[rid] = "mismatch"
+                    results.append({"outcome": "permanent", "error": "key or headers do not match the value"})
+                    continue
+                kind = v["kind"]
+                if kind == "transient" and n_tries <= 2:
+                    results.append({"outcome": "transient", "error": "busy"})
+                elif kind == "retry-after" and n_tries == 1:
+                    results.append({"outcome": "transient", "error": "slow down", "retry_after_ms": 1000})
+                elif kind in ("permanent", "verdict-permanent", "batch-breaker"):
+                    rejected[rid] = kind
+                    results.append({"outcome": "permanent", "error": "amount must be positive"})
+                else:
+                    accepted[rid] = accepted.get(rid, 0) + 1
+                    results.append({"outcome": "processed"})
+        body = json.dumps({"results": results}).encode()
+        self.reply(200, [("Content-Type", "application/json")], body)
 
 
 def main():
