@@ -21,8 +21,9 @@
 #     Java 21+) and a cached Python environment with confluent-kafka
 #     (scripts/python/venv.sh), and runs the schema-registry integration tests
 #     (serde/...) against it and the real broker, with Python's serializers as
-#     foreign producers, and `antidote group rescue` against a stuck Python
-#     consumer (confluent-kafka), then stops the registry.
+#     foreign producers, `antidote group rescue` against a stuck Python
+#     consumer (confluent-kafka) and the gRPC sink against a Python grpcio
+#     service, then stops the registry.
 #
 #  6. starts a real OpenSearch node (scripts/opensearch.sh; Java 17+) beside the
 #     registry and runs the search-engine sink's integration tests (every test
@@ -137,9 +138,10 @@ ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTID
   go test -race -count=1 -p 1 -v -timeout "$TIMEOUT" -run 'Integration' \
   ./serde/... ./serde/avro/... ./serde/jsonschema/... ./serde/protobuf/...
 
-step "foreign clients: antidote group rescue moves a stuck Python consumer (confluent-kafka) on"
+step "foreign clients: group rescue of a stuck Python consumer; the gRPC sink to a Python grpcio service"
 ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_SCHEMA_REGISTRY_URL="$registry" ANTIDOTE_PYTHON="$python" \
-  go test -race -count=1 -v -timeout "$TIMEOUT" -run 'ForeignConsumer' ./cmd/antidote/internal/group/
+  go test -race -count=1 -v -timeout "$TIMEOUT" -run 'ForeignConsumer|RunGRPCPython' \
+  ./cmd/antidote/internal/group/ ./cmd/antidote/internal/run/
 
 # --- search-engine sink: a real OpenSearch (scripts/opensearch.sh) ---------
 step "search-engine sink integration tests against a real OpenSearch"

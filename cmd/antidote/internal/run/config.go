@@ -116,6 +116,7 @@ type runSink struct {
 	Kafka         *runKafkaSink `yaml:"kafka"`
 	OpenSearch    *runSearch    `yaml:"opensearch"`    // opensearch.go
 	Elasticsearch *runSearch    `yaml:"elasticsearch"` // the same sink, for Elasticsearch
+	GRPC          *runGRPC      `yaml:"grpc"`          // grpc.go
 }
 
 type runHTTP struct {
@@ -554,10 +555,12 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 		return d.errAt(at+"."+k[1], "one sink per pipeline: %s or %s, not both", k[0], k[1])
 	}
 	switch {
-	case s.HTTP == nil && s.Kafka == nil && s.OpenSearch == nil && s.Elasticsearch == nil:
-		return d.errAt(at, "required: http, kafka, opensearch or elasticsearch")
+	case s.HTTP == nil && s.Kafka == nil && s.OpenSearch == nil && s.Elasticsearch == nil && s.GRPC == nil:
+		return d.errAt(at, "required: http, grpc, kafka, opensearch or elasticsearch")
 	case s.OpenSearch != nil || s.Elasticsearch != nil:
 		return p.validateSearchSink(pp)
+	case s.GRPC != nil:
+		return p.validateGRPCSink(pp)
 	case s.HTTP != nil:
 		h := s.HTTP
 		if h.URL == "" {
@@ -586,15 +589,8 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 		if h.TLS != nil && strings.HasPrefix(h.URL, "http://") {
 			return d.errAt(at+".http.tls", "the URL is http://: TLS needs https://")
 		}
-		if b := h.Batch; b != nil {
-			switch {
-			case b.Size < 0:
-				return d.errAt(at+".http.batch.size", "negative")
-			case b.Bytes < 0 || (b.Bytes > 0 && b.Bytes < 1024):
-				return d.errAt(at+".http.batch.bytes", "%d: at least 1024 (a request's body, in bytes; default %d)", b.Bytes, defaultHTTPBatchBytes)
-			case b.Linger < 0:
-				return d.errAt(at+".http.batch.linger", "negative")
-			}
+		if err := validateBatch(d, at+".http.batch", h.Batch); err != nil {
+			return err
 		}
 	default:
 		k := s.Kafka
@@ -616,6 +612,68 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 		}
 	}
 	return nil
+}
+
+// validateBatch checks the batch keys of the HTTP and gRPC sinks.
+func validateBatch(d *yamlDoc, at string, b *runBulkBatch) error {
+	if b == nil {
+		return nil
+	}
+	switch {
+	case b.Size < 0:
+		return d.errAt(at+".size", "negative")
+	case b.Bytes < 0 || (b.Bytes > 0 && b.Bytes < 1024):
+		return d.errAt(at+".bytes", "%d: at least 1024 (a request's size, in bytes; default %d)", b.Bytes, defaultHTTPBatchBytes)
+	case b.Linger < 0:
+		return d.errAt(at+".linger", "negative")
+	}
+	return nil
+}
+
+// validateGRPCSink checks the grpc sink.
+func (p *runPlan) validateGRPCSink(pp *pipelinePlan) error {
+	d, g := p.doc, pp.cfg.Sink.GRPC
+	at := pp.path + ".sink.grpc"
+	switch {
+	case g.Target == "":
+		return d.errAt(at+".target", "required: host:port of the service, for example 127.0.0.1:50051")
+	case !validHeaderValue(g.Target) || strings.ContainsAny(g.Target, " \t"):
+		return d.errAt(at+".target", "%q holds a space or a control character", cli.Safe(g.Target))
+	case strings.HasPrefix(g.Target, "http://") || strings.HasPrefix(g.Target, "https://"):
+		return d.errAt(at+".target", "%q: a gRPC target is host:port (or dns:///host:port), not a URL; TLS is set with tls", cli.Safe(g.Target))
+	case g.Timeout < 0:
+		return d.errAt(at+".timeout", "negative")
+	case g.Concurrency < 0:
+		return d.errAt(at+".concurrency", "negative")
+	case g.Keepalive < 0 || (g.Keepalive > 0 && g.Keepalive < 10*time.Second):
+		return d.errAt(at+".keepalive", "%v: at least 10s (gRPC's floor; default %v)", g.Keepalive, defaultGRPCKeepalive)
+	}
+	for k, v := range g.Metadata {
+		if !validMetadataKey(k) {
+			return d.errAt(at+".metadata."+k, "%q is not a gRPC metadata key (lower case letters, digits, -, _ and .)", cli.Safe(k))
+		}
+		if strings.HasPrefix(k, "grpc-") {
+			return d.errAt(at+".metadata."+k, "keys that start with grpc- are gRPC's own")
+		}
+		if !validHeaderValue(v) {
+			return d.errAt(at+".metadata."+k, "the value holds a control character")
+		}
+	}
+	return validateBatch(d, at+".batch", g.Batch)
+}
+
+// validMetadataKey reports whether k is a gRPC metadata key.
+func validMetadataKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // policy maps the policy keys onto consumer.Policy.

@@ -41,7 +41,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"protobuf", strings.Replace(pipelineYAML, "format: json", "format: protobuf", 1), "f.yaml:8: pipelines[0].value.format: protobuf needs the service's generated Go types"},
 		{"no topics", strings.Replace(pipelineYAML, "    topics: [orders]\n", "", 1), "f.yaml:4: pipelines[0].topics: required"},
 		{"bad topic", strings.Replace(pipelineYAML, "[orders]", "[orders, \"a b\"]", 1), `f.yaml:5: pipelines[0].topics[1]: "a b": a topic name holds letters`},
-		{"no sink", strings.Replace(pipelineYAML, "    sink:\n      http:\n        url: http://127.0.0.1:8080/orders\n", "", 1), "f.yaml:4: pipelines[0].sink: required: http, kafka, opensearch or elasticsearch"},
+		{"no sink", strings.Replace(pipelineYAML, "    sink:\n      http:\n        url: http://127.0.0.1:8080/orders\n", "", 1), "f.yaml:4: pipelines[0].sink: required: http, grpc, kafka, opensearch or elasticsearch"},
 		{"bad url", strings.Replace(pipelineYAML, "http://127.0.0.1:8080/orders", "ftp://x/", 1), `f.yaml:11: pipelines[0].sink.http.url: "ftp://x/": the URL must start with http:// or https://`},
 		{"bad duration", strings.Replace(pipelineYAML, "        url:", "        timeout: 5 seconds\n        url:", 1), `f.yaml:11: pipelines[0].sink.http.timeout: "5 seconds" is not a duration`},
 		{"type mismatch", strings.Replace(pipelineYAML, "        url:", "        concurrency: many\n        url:", 1), "f.yaml:11: pipelines[0].sink.http.concurrency:"},

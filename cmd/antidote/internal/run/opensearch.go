@@ -463,7 +463,7 @@ func (s *runSink) setKeys() []string {
 	for _, k := range []struct {
 		name string
 		set  bool
-	}{{"http", s.HTTP != nil}, {"kafka", s.Kafka != nil}, {"opensearch", s.OpenSearch != nil}, {"elasticsearch", s.Elasticsearch != nil}} {
+	}{{"http", s.HTTP != nil}, {"kafka", s.Kafka != nil}, {"opensearch", s.OpenSearch != nil}, {"elasticsearch", s.Elasticsearch != nil}, {"grpc", s.GRPC != nil}} {
 		if k.set {
 			keys = append(keys, k.name)
 		}

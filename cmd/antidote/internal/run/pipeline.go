@@ -199,6 +199,8 @@ func (pp *pipelinePlan) describe() []string {
 		add("sink", "http POST %s (timeout %v, at most %d requests at once, %s%s)", redactURL(h.URL), cmpDur(h.Timeout, defaultHTTPTimeout), cmpInt(int64(h.Concurrency), defaultHTTPConcurrency), contentTypes[c.Value.Format], extra)
 	case c.Sink.OpenSearch != nil || c.Sink.Elasticsearch != nil:
 		add("sink", "%s", describeSearch(c.Sink))
+	case c.Sink.GRPC != nil:
+		add("sink", "%s", describeGRPC(c.Sink.GRPC, c.Value.Format))
 	default:
 		k := c.Sink.Kafka
 		add("sink", "kafka topic %s (value %s)", k.Topic, cmp.Or(k.Value, "raw"))

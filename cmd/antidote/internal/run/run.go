@@ -50,7 +50,8 @@ func NewCommand() *cobra.Command {
 		Long: `Run the pipelines of a YAML file: each consumes topics in a group, decodes
 the records (decrypt, decompress, then json, string, bytes, avro or
 json-schema), and hands each record to a sink: an HTTP service (POST, one
-record a request, or batches whose answer settles each record), another Kafka topic, or OpenSearch or Elasticsearch
+record a request, or batches whose answer settles each record), a gRPC
+service (antidote.sink.v1.Sink, whose status codes settle each record), another Kafka topic, or OpenSearch or Elasticsearch
 (_bulk requests, each record settled from its own item). Failures are settled by the
 pipeline's policy: retried in place with backoff, dead-lettered, skipped or
 halting. Offsets are committed only past settled records. No Go code is
@@ -409,6 +410,8 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 	}
 	var s sink
 	switch {
+	case pp.cfg.Sink.GRPC != nil:
+		s, err = newGRPCSinkFor(pp.cfg.Sink.GRPC, contentType)
 	case pp.cfg.Sink.HTTP != nil && pp.cfg.Sink.HTTP.Batch != nil:
 		s, err = newHTTPBatchSink(pp.cfg.Sink.HTTP, contentType)
 	case pp.cfg.Sink.HTTP != nil:
