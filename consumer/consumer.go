@@ -135,11 +135,17 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		// A resumed partition is fetched again within half a second, as
 		// with the Java client's fetch.max.wait.ms, not franz-go's 5s.
 		kgo.FetchMaxWait(defaultFetchMaxWait),
-		// Bounds one dead-letter write (the client writes nothing else
-		// but the durable attempts).
-		kgo.RecordDeliveryTimeout(cfg.DeadLetter.WriteTimeout),
 		kgo.WithLogger(clientLogger{kslog.New(c.log.With("client", "franz-go")), kgo.LogLevelWarn}),
 	)
+	if c.txn == nil {
+		// Bounds one dead-letter write (the client writes nothing else
+		// but the durable attempts, which have deadlines of their own).
+		// franz-go counts it from a record's timestamp, so in the
+		// exactly-once mode, whose outputs keep the timestamps handlers
+		// give them (an hour-old record forwarded as it is), each write
+		// has a deadline of its own instead (dlqWriter.send, txn.write).
+		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.DeadLetter.WriteTimeout))
+	}
 	if c.txn != nil {
 		// What the consumer reads was committed; ClientOpts may say
 		// otherwise.

@@ -504,6 +504,12 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 		}
 		cl = side
 	}
+	if w.txnal && cl == w.cl {
+		// The transactional client has no delivery timeout (see New).
+		pctx, cancel := context.WithDeadline(context.Background(), start.Add(w.timeout))
+		cl.Produce(pctx, rec, func(r *kgo.Record, err error) { cancel(); promise(r, err) })
+		return
+	}
 	cl.Produce(context.Background(), rec, promise)
 }
 

@@ -258,7 +258,11 @@ func (t *txn) settle(ctx context.Context, cl *kgo.Client, w *dlqWriter, rec *kgo
 // write produces outputs and a letter in the open transaction.
 func (t *txn) write(ctx context.Context, cl *kgo.Client, w *dlqWriter, src srcKey, out []*kgo.Record, l *letter) {
 	for _, r := range out {
-		cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		// The write's own deadline: the client has no delivery timeout,
+		// which franz-go would count from the output's timestamp.
+		octx, cancel := context.WithTimeout(context.Background(), w.timeout)
+		cl.Produce(octx, r, func(r *kgo.Record, err error) {
+			cancel()
 			if err != nil && !errors.Is(err, kgo.ErrAborting) { // aborting: not the record's failure
 				t.writeFailed(src, fmt.Errorf("output to %s: %w", r.Topic, err))
 			}

@@ -575,3 +575,45 @@ func failTxnProduceOnce(c *kafkatest.Cluster, armed func() bool) *atomic.Bool {
 	})
 	return failed
 }
+
+// TestExactlyOnceOldTimestamp: a handler forwards records with their own
+// timestamps, two hours old. franz-go counts its delivery timeout from a
+// record's timestamp, so with the client's timeout these outputs failed at
+// once, in every transaction, until they were dead-lettered; each has
+// exactly one output and there is no dead letter.
+func TestExactlyOnceOldTimestamp(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out := c.Topic(t, "eosold-in", 2), c.Topic(t, "eosold-out", 2)
+	const n = 40
+	old := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Partition: int32(i % 2), Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i)), Timestamp: old}
+	}
+	kafkatest.Produce(t, manualProducer(t, c), recs...)
+	cons, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), Topics: []string{in}, Group: kafkatest.UniqueName("eosold"), Logger: kafkatest.Logger(t),
+		Key: serde.String(), Value: serde.String(),
+		ExactlyOnce: consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosold-txn")},
+		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value, Timestamp: r.Raw.Timestamp})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, cons)
+	kafkatest.WaitFor(t, time.Minute, "every record settled", func() bool {
+		s := cons.Stats()
+		return s.Processed+s.DeadLettered >= n
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkOutputsOrLetters(t, c, in, out, n, 0)
+	for _, r := range readCommitted(t, c, out) {
+		if !r.Timestamp.Equal(old) {
+			t.Fatalf("output %s has timestamp %v, want the handler's %v", r.Key, r.Timestamp, old)
+		}
+	}
+}
