@@ -129,8 +129,17 @@ type runHTTP struct {
 }
 
 type runKafkaSink struct {
-	Topic string `yaml:"topic"`
-	Value string `yaml:"value"` // raw (default) or decoded
+	Topic       string          `yaml:"topic"`
+	Value       string          `yaml:"value"` // raw (default) or decoded
+	ExactlyOnce *runExactlyOnce `yaml:"exactly-once"`
+}
+
+// runExactlyOnce writes the forwarded records in the transactions that
+// commit the source offsets (consumer.ExactlyOnce).
+type runExactlyOnce struct {
+	TransactionalID string        `yaml:"transactional-id"`
+	MaxRecords      int           `yaml:"max-records"`
+	Interval        time.Duration `yaml:"interval"`
 }
 
 type runPolicy struct {
@@ -221,6 +230,7 @@ type pipelinePlan struct {
 	protocol consumer.GroupProtocol
 	retry    consumer.RetryTopics
 	conc     consumer.Concurrency
+	eos      consumer.ExactlyOnce      // the kafka sink's exactly-once
 	keys     map[int]map[string][]byte // aes-gcm keys by stage index
 	schema   string                    // the avro reader schema
 }
@@ -609,6 +619,25 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 			if err := d.choice(at+".kafka.value", k.Value, "raw", "decoded"); err != nil {
 				return err
 			}
+		}
+		if e := k.ExactlyOnce; e != nil {
+			eat := at + ".kafka.exactly-once"
+			switch {
+			case strings.TrimSpace(e.TransactionalID) == "":
+				return d.errAt(eat+".transactional-id", "required: this member's own id, the same across restarts (a pod name, say: ${HOSTNAME}-%s)", pp.cfg.Name)
+			case !validHeaderValue(e.TransactionalID):
+				return d.errAt(eat+".transactional-id", "holds a control character")
+			case e.MaxRecords < 0:
+				return d.errAt(eat+".max-records", "negative")
+			case e.Interval < 0 || (e.Interval > 0 && e.Interval < 10*time.Millisecond):
+				return d.errAt(eat+".interval", "%v: at least 10ms", e.Interval)
+			}
+			for _, o := range p.pipelines {
+				if ok := o.cfg.Sink.Kafka; ok != nil && ok.ExactlyOnce != nil && ok.ExactlyOnce.TransactionalID == e.TransactionalID {
+					return d.errAt(eat+".transactional-id", "%q is also the id of pipeline %s: two pipelines with one id fence each other", cli.Safe(e.TransactionalID), o.cfg.Name)
+				}
+			}
+			pp.eos = consumer.ExactlyOnce{TransactionalID: e.TransactionalID, MaxRecords: e.MaxRecords, Interval: e.Interval}
 		}
 	}
 	return nil

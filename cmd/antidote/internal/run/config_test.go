@@ -1,6 +1,7 @@
 package run
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -312,5 +313,39 @@ pipelines:
 		if !strings.Contains(errOut, want) {
 			t.Errorf("--check does not report %q: %s", want, errOut)
 		}
+	}
+}
+
+// TestKafkaSinkExactlyOnceConfig: the exactly-once keys are checked, two
+// pipelines cannot share a transactional id, and --check says how the
+// records are written.
+func TestKafkaSinkExactlyOnceConfig(t *testing.T) {
+	pipe := func(name, txid string) string {
+		return fmt.Sprintf(`  - name: %s
+    topics: [orders]
+    group: %s
+    value: {format: bytes}
+    sink:
+      kafka: {topic: out-%s, exactly-once: {transactional-id: "%s"}}
+`, name, name, name, txid)
+	}
+	head := "kafka:\n  brokers: [127.0.0.1:9092]\npipelines:\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"no id", head + pipe("a", ""), "pipelines[0].sink.kafka.exactly-once.transactional-id: required"},
+		{"shared", head + pipe("a", "x") + pipe("b", "x"), `pipelines[1].sink.kafka.exactly-once.transactional-id: "x" is also the id of pipeline a`},
+		{"interval", strings.Replace(head+pipe("a", "x"), `"x"}`, `"x", interval: 1ms}`, 1), "exactly-once.interval: 1ms: at least 10ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseRunFile("f.yaml", []byte(tc.yaml), nil, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v\nwant it to hold %q", err, tc.want)
+			}
+		})
+	}
+	file := clitest.WriteFile(t, "eos.yaml", head+pipe("a", "pod-0-a"))
+	code, out, errOut := runCmd(t, "run", "--check", "-c", file)
+	want := "kafka topic out-a (value raw; exactly once: written in the transaction that commits the source offset, transactional id pod-0-a, at most 10000 records or 100ms a transaction)"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("--check: exit %d\n%s%s\nwant the line %q", code, out, errOut, want)
 	}
 }

@@ -427,15 +427,18 @@ func gzipOf(t *testing.T, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// TestIntegrationRunKafkaSink: two pipelines of one file read one topic.
+// TestIntegrationRunKafkaSink: three pipelines of one file read one topic.
 // The cleaner forwards only the records that decompress and parse as JSON,
 // decoded, to a clean topic (key, headers and timestamp as they were), and
-// dead-letters the others; the mirror forwards every record as it is.
+// dead-letters the others; the mirror forwards every record as it is; the
+// exact pipeline does what the cleaner does with exactly-once, and a
+// read_committed reader sees each of its records once.
 func TestIntegrationRunKafkaSink(t *testing.T) {
 	c := kafkatest.New(t)
 	raw := c.Topic(t, "run-raw", 2)
 	clean := c.Topic(t, "run-clean", 2)
 	mirror := c.Topic(t, "run-mirror", 2)
+	exact := c.Topic(t, "run-exact", 2)
 	cl := c.Client(t)
 	const n = 60
 	type sent struct {
@@ -464,7 +467,7 @@ func TestIntegrationRunKafkaSink(t *testing.T) {
 		}
 		sentAt[place{r.Partition, r.Offset}] = sent{r, j}
 	}
-	cleanGroup, mirrorGroup := kafkatest.UniqueName("cleaner"), kafkatest.UniqueName("mirror")
+	cleanGroup, mirrorGroup, exactGroup := kafkatest.UniqueName("cleaner"), kafkatest.UniqueName("mirror"), kafkatest.UniqueName("exact")
 	file := clitest.WriteFile(t, "run.yaml", fmt.Sprintf(`kafka:
   brokers: [%s]
 pipelines:
@@ -482,7 +485,16 @@ pipelines:
     value: {format: bytes}
     sink:
       kafka: {topic: %s}
-`, strings.Join(c.Brokers(), ", "), raw, cleanGroup, clean, raw, mirrorGroup, mirror))
+  - name: exact
+    topics: [%s]
+    group: %s
+    value:
+      stages: [{type: gzip}]
+      format: json
+    dead-letter: {topic: %s.exact.dlq}
+    sink:
+      kafka: {topic: %s, value: decoded, exactly-once: {transactional-id: %s}}
+`, strings.Join(c.Brokers(), ", "), raw, cleanGroup, clean, raw, mirrorGroup, mirror, raw, exactGroup, raw, exact, kafkatest.UniqueName("exact-txn")))
 	wantClean := 0
 	for _, s := range sentAt {
 		if s.json != nil {
@@ -492,8 +504,10 @@ pipelines:
 	stop, logs := startRun(t, file)
 	adm := kadm.NewClient(c.Client(t))
 	clitest.WaitFor(t, 120*time.Second, "the clean, mirror and dead-letter topics to fill", func() bool {
-		return countTopic(t, adm, clean) >= int64(wantClean) && countTopic(t, adm, mirror) >= n && countTopic(t, adm, raw+".dlq") >= int64(n-wantClean)
+		return countTopic(t, adm, clean) >= int64(wantClean) && countTopic(t, adm, mirror) >= n && countTopic(t, adm, raw+".dlq") >= int64(n-wantClean) &&
+			countTopic(t, adm, raw+".exact.dlq") >= int64(n-wantClean)
 	}, logs.String)
+	exactGot := readCommitted(t, c, exact, wantClean, logs.String)
 	if code, out := stop(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
@@ -508,11 +522,18 @@ pipelines:
 			wantCleanSet[byKeyValue(&cp)] = s.rec
 		}
 	}
+	wantExactSet := map[string]*kgo.Record{}
+	for k, v := range wantCleanSet {
+		wantExactSet[k] = v
+	}
 	for name, tc := range map[string]struct {
 		topic string
 		want  map[string]*kgo.Record
-	}{"clean": {clean, wantCleanSet}, "mirror": {mirror, wantMirrorSet}} {
-		got := readAll(t, c, tc.topic)
+	}{"clean": {clean, wantCleanSet}, "mirror": {mirror, wantMirrorSet}, "exact": {exact, wantExactSet}} {
+		got := exactGot
+		if name != "exact" {
+			got = readAll(t, c, tc.topic)
+		}
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: %d records, want %d", name, len(got), len(tc.want))
 		}
@@ -546,8 +567,34 @@ pipelines:
 	if len(letters) != n-wantClean {
 		t.Errorf("%d letters, want %d", len(letters), n-wantClean)
 	}
+	if got := readCommitted(t, c, raw+".exact.dlq", n-wantClean, logs.String); len(got) != n-wantClean {
+		t.Errorf("%d letters of the exact pipeline, want %d", len(got), n-wantClean)
+	}
 	checkCommittedAtEnd(t, c, cleanGroup, raw)
 	checkCommittedAtEnd(t, c, mirrorGroup, raw)
+	checkCommittedAtEnd(t, c, exactGroup, raw)
+}
+
+// readCommitted reads topic with read_committed until it has want records,
+// then a second more, so that a record written twice shows.
+func readCommitted(t *testing.T, c *kafkatest.Cluster, topic string, want int, logs func() string) []*kgo.Record {
+	t.Helper()
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s with read_committed: %d of %d records\n%s", topic, len(out), want, logs())
+		}
+		out = append(out, fs.Records()...)
+	}
+	more, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	out = append(out, cl.PollFetches(more).Records()...)
+	return out
 }
 
 // TestIntegrationRunFloodHint: when the flood guard trips, the log of

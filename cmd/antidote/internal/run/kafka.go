@@ -18,14 +18,23 @@ import (
 // JSON). The write is acknowledged (acks=all, idempotent) before the
 // record counts as processed, so that a forwarded record is never lost; a
 // crash between the write and the commit forwards it again (at least once).
+//
+// With exactly-once, the record is written in the consumer's transaction
+// that commits its source offset (consumer.ExactlyOnce, Record.Produce): a
+// crash aborts both, and a reader with read_committed sees each forwarded
+// record once.
 type kafkaSink struct {
-	cl      *kgo.Client
+	cl      *kgo.Client // nil with exactly-once: the consumer's transactions write
 	topic   string
 	decoded bool
+	eos     string // the transactional id, with exactly-once
 }
 
 // newKafkaSink makes the sink's producer on the cluster of opts.
 func newKafkaSink(c *runKafkaSink, opts []kgo.Opt) (*kafkaSink, error) {
+	if e := c.ExactlyOnce; e != nil {
+		return &kafkaSink{topic: c.Topic, decoded: c.Value == "decoded", eos: e.TransactionalID}, nil
+	}
 	opts = append(append([]kgo.Opt(nil), opts...),
 		kgo.ProducerLinger(0), // each write waits for its acknowledgement: lingering only delays it
 	)
@@ -41,16 +50,26 @@ func (s *kafkaSink) describe() string {
 	if s.decoded {
 		what = "decoded"
 	}
+	if s.eos != "" {
+		return fmt.Sprintf("kafka topic %s (value %s; key, headers and timestamp as fetched; exactly once, in the transactions of id %s)", s.topic, what, s.eos)
+	}
 	return fmt.Sprintf("kafka topic %s (value %s; key, headers and timestamp as fetched)", s.topic, what)
 }
 
-func (s *kafkaSink) close() { s.cl.Close() }
+func (s *kafkaSink) close() {
+	if s.cl != nil {
+		s.cl.Close()
+	}
+}
 
 func (s *kafkaSink) handle(ctx context.Context, r *consumer.Record[[]byte, []byte]) error {
 	raw := r.Raw
 	rec := &kgo.Record{Topic: s.topic, Key: raw.Key, Value: raw.Value, Headers: raw.Headers, Timestamp: raw.Timestamp}
 	if s.decoded {
 		rec.Value = r.Value
+	}
+	if s.eos != "" {
+		return r.Produce(rec) // written with the commit of its offset
 	}
 	err := s.cl.ProduceSync(ctx, rec).FirstErr()
 	if err == nil {

@@ -203,6 +203,11 @@ func (pp *pipelinePlan) describe() []string {
 		add("sink", "%s", describeGRPC(c.Sink.GRPC, c.Value.Format))
 	default:
 		k := c.Sink.Kafka
+		if e := k.ExactlyOnce; e != nil {
+			add("sink", "kafka topic %s (value %s; exactly once: written in the transaction that commits the source offset, transactional id %s, at most %d records or %v a transaction)",
+				k.Topic, cmp.Or(k.Value, "raw"), e.TransactionalID, cmpInt(int64(e.MaxRecords), 10000), cmpDur(e.Interval, 100*time.Millisecond))
+			break
+		}
 		add("sink", "kafka topic %s (value %s)", k.Topic, cmp.Or(k.Value, "raw"))
 	}
 	for _, s := range []struct {

@@ -450,6 +450,7 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		FloodGuard:      pp.flood,
 		RetryTopics:     pp.retry,
 		Concurrency:     pp.conc,
+		ExactlyOnce:     pp.eos,
 		Hooks:           floodHint{Hooks: m, log: log.With("pipeline", pp.cfg.Name), what: func() string { return rt.resumeHint(pp.cfg.Name) }},
 	}
 	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema") {
