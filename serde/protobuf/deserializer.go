@@ -39,9 +39,14 @@ const (
 // of the same message readable: unknown fields are kept, missing ones
 // take their defaults.
 type Deserializer[T proto.Message] struct {
-	reg   *registry.Registry
 	name  protoreflect.FullName
 	new   func() T
+	files fileCache
+}
+
+// fileCache compiles the schema of each id once.
+type fileCache struct {
+	reg   *registry.Registry
 	files sync.Map // int → *compiled
 }
 
@@ -61,9 +66,9 @@ func NewDeserializer[T proto.Message](reg *registry.Registry) (*Deserializer[T],
 	var zero T
 	m := zero.ProtoReflect()
 	return &Deserializer[T]{
-		reg:  reg,
-		name: m.Descriptor().FullName(),
-		new:  func() T { return m.New().Interface().(T) },
+		files: fileCache{reg: reg},
+		name:  m.Descriptor().FullName(),
+		new:   func() T { return m.New().Interface().(T) },
 	}, nil
 }
 
@@ -77,7 +82,7 @@ func (d *Deserializer[T]) Deserialize(ctx context.Context, m serde.Meta, data []
 	if err != nil {
 		return zero, wrap(m, failure.Permanent(err))
 	}
-	fd, err := d.file(ctx, id)
+	fd, err := d.files.file(ctx, id)
 	if err != nil {
 		return zero, wrap(m, err)
 	}
@@ -111,7 +116,7 @@ func messageAt(fd protoreflect.FileDescriptor, indexes []int) protoreflect.Messa
 
 // file returns the compiled file of schema id, compiling it once. A
 // registry failure is not remembered: it is transient.
-func (d *Deserializer[T]) file(ctx context.Context, id int) (protoreflect.FileDescriptor, error) {
+func (d *fileCache) file(ctx context.Context, id int) (protoreflect.FileDescriptor, error) {
 	if c, ok := d.files.Load(id); ok {
 		c := c.(*compiled)
 		return c.file, c.err

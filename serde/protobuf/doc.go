@@ -8,6 +8,10 @@
 //	orders, err := protobuf.NewDeserializer[*orderpb.Order](reg)
 //	c, err := consumer.New(consumer.Config[[]byte, *orderpb.Order]{..., Value: orders})
 //
+// Without generated types, [JSONDeserializer] decodes each record with its
+// writer schema into the JSON of its message (protojson), for programs
+// that forward or index records they have no Go types for.
+//
 // # Wire format
 //
 // A 0x00 magic byte, the schema id as 4 big-endian bytes, the message

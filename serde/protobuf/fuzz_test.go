@@ -2,6 +2,7 @@ package protobuf_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/antidote-kafka/antidote/failure"
@@ -32,6 +33,33 @@ func FuzzDeserialize(f *testing.F) {
 			}
 		} else if v == nil {
 			t.Fatal("nil message without an error")
+		}
+	})
+}
+
+// FuzzJSONDeserialize: decoding arbitrary bytes into JSON without
+// generated types must not panic; every failure is classified, and every
+// success is valid JSON.
+func FuzzJSONDeserialize(f *testing.F) {
+	sreg := srtest.New(f)
+	id := registerOrder(f, sreg, false)
+	d := must(protobuf.NewJSONDeserializer(newRegistry(f, sreg), ""))
+	good := frame(f, id, order())
+	for _, s := range [][]byte{nil, {0}, good, good[:len(good)-2], frame(f, id, &testpb.Refund{OrderId: "x"}, 1),
+		append(protobuf.AppendWire(nil, id, 0, 0), 0x0a, 0x01, 'a'), append(protobuf.AppendWire(nil, id), 0x0a, 0x02, 0xff, 0xfe)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) >= 5 && data[0] == 0 {
+			data = append(protobuf.AppendWire(nil, id)[:5], data[5:]...) // keep the id known
+		}
+		v, err := d.Deserialize(context.Background(), meta, data)
+		if err != nil {
+			if _, ok := failure.MarkOf(err); !ok {
+				t.Fatalf("unclassified error: %v", err)
+			}
+		} else if !json.Valid(v) {
+			t.Fatalf("invalid JSON: %q", v)
 		}
 	})
 }

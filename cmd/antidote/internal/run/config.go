@@ -102,6 +102,7 @@ type runCodec struct {
 	Format     string     `yaml:"format"`
 	Stages     []runStage `yaml:"stages"`
 	SchemaFile string     `yaml:"schema-file"`
+	Message    string     `yaml:"message"` // protobuf: the only message accepted
 }
 
 type runStage struct {
@@ -196,7 +197,7 @@ type runAttempts struct {
 
 // Formats and stages the file can name.
 var (
-	runFormats    = []string{"json", "string", "bytes", "avro", "json-schema"}
+	runFormats    = []string{"json", "string", "bytes", "avro", "json-schema", "protobuf"}
 	runStageTypes = []string{"gzip", "zstd", "aes-gcm"}
 	runActions    = []string{"dead-letter", "skip", "halt", "retry-topics"}
 	pipelineName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -491,13 +492,10 @@ func (p *runPlan) validateCodec(pp *pipelinePlan) error {
 	if v.Format == "" {
 		return d.errAt(at+".format", "required: one of %s", strings.Join(runFormats, ", "))
 	}
-	if v.Format == "protobuf" {
-		return d.errAt(at+".format", "protobuf needs the service's generated Go types, which antidote run does not have: use bytes (the raw Protobuf goes to the sink) or json-schema")
-	}
 	if err := d.choice(at+".format", v.Format, runFormats...); err != nil {
 		return err
 	}
-	needsRegistry := v.Format == "avro" || v.Format == "json-schema"
+	needsRegistry := v.Format == "avro" || v.Format == "json-schema" || v.Format == "protobuf"
 	if needsRegistry && p.cfg.SchemaRegistry == nil {
 		return d.errAt(at+".format", "%s reads schemas from a registry: set schema-registry.url", v.Format)
 	}
@@ -515,6 +513,14 @@ func (p *runPlan) validateCodec(pp *pipelinePlan) error {
 		}
 	} else if v.SchemaFile != "" {
 		return d.errAt(at+".schema-file", "only the avro format reads a schema file (%s takes its schemas from the records)", v.Format)
+	}
+	if v.Message != "" {
+		if v.Format != "protobuf" {
+			return d.errAt(at+".message", "only the protobuf format takes a message name")
+		}
+		if !validMessageName(v.Message) {
+			return d.errAt(at+".message", "%q is not a message's full name (package.Message, such as acme.Order)", cli.Safe(v.Message))
+		}
 	}
 	pp.keys = map[int]map[string][]byte{}
 	for i, s := range v.Stages {
@@ -689,6 +695,23 @@ func (p *runPlan) validateGRPCSink(pp *pipelinePlan) error {
 		}
 	}
 	return validateBatch(d, at+".batch", g.Batch)
+}
+
+// validMessageName reports whether s is a Protobuf full name: dotted
+// identifiers.
+func validMessageName(s string) bool {
+	for _, part := range strings.Split(s, ".") {
+		if part == "" || !(part[0] == '_' || part[0] >= 'A' && part[0] <= 'Z' || part[0] >= 'a' && part[0] <= 'z') {
+			return false
+		}
+		for i := 1; i < len(part); i++ {
+			c := part[i]
+			if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validMetadataKey reports whether k is a gRPC metadata key.

@@ -38,8 +38,8 @@ func TestRunConfigErrors(t *testing.T) {
 		{"unknown top key", "kafak:\n  brokers: [localhost:9092]\n", "f.yaml:1: kafak: unknown key (did you mean kafka?)"},
 		{"unknown nested key", strings.Replace(pipelineYAML, "        url:", "        timout: 5s\n        url:", 1), "f.yaml:11: pipelines[0].sink.http.timout: unknown key (did you mean timeout?)"},
 		{"unknown key far", strings.Replace(pipelineYAML, "    group: billing", "    group: billing\n    zzz: 1", 1), "f.yaml:7: pipelines[0].zzz: unknown key (the keys here are: buffer, commit-interval,"},
-		{"bad format", strings.Replace(pipelineYAML, "format: json", "format: jsno", 1), `f.yaml:8: pipelines[0].value.format: "jsno" is not one of json, string, bytes, avro, json-schema (did you mean json?)`},
-		{"protobuf", strings.Replace(pipelineYAML, "format: json", "format: protobuf", 1), "f.yaml:8: pipelines[0].value.format: protobuf needs the service's generated Go types"},
+		{"bad format", strings.Replace(pipelineYAML, "format: json", "format: jsno", 1), `f.yaml:8: pipelines[0].value.format: "jsno" is not one of json, string, bytes, avro, json-schema, protobuf (did you mean json?)`},
+		{"protobuf", strings.Replace(pipelineYAML, "format: json", "format: protobuf", 1), "f.yaml:8: pipelines[0].value.format: protobuf reads schemas from a registry: set schema-registry.url"},
 		{"no topics", strings.Replace(pipelineYAML, "    topics: [orders]\n", "", 1), "f.yaml:4: pipelines[0].topics: required"},
 		{"bad topic", strings.Replace(pipelineYAML, "[orders]", "[orders, \"a b\"]", 1), `f.yaml:5: pipelines[0].topics[1]: "a b": a topic name holds letters`},
 		{"no sink", strings.Replace(pipelineYAML, "    sink:\n      http:\n        url: http://127.0.0.1:8080/orders\n", "", 1), "f.yaml:4: pipelines[0].sink: required: http, grpc, kafka, opensearch or elasticsearch"},
@@ -347,5 +347,26 @@ func TestKafkaSinkExactlyOnceConfig(t *testing.T) {
 	want := "kafka topic out-a (value raw; exactly once: written in the transaction that commits the source offset, transactional id pod-0-a, at most 10000 records or 100ms a transaction)"
 	if code != 0 || !strings.Contains(out, want) {
 		t.Errorf("--check: exit %d\n%s%s\nwant the line %q", code, out, errOut, want)
+	}
+}
+
+// TestProtobufFormatConfig: the protobuf format needs a registry, and
+// value.message is a full name given only with it.
+func TestProtobufFormatConfig(t *testing.T) {
+	base := "kafka:\n  brokers: [127.0.0.1:9092]\nschema-registry: {url: http://127.0.0.1:8081}\npipelines:\n  - name: p\n    topics: [t]\n    group: g\n    value: {format: protobuf, message: MSG}\n    sink:\n      kafka: {topic: out, value: decoded}\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"no registry", strings.Replace(strings.Replace(base, "schema-registry: {url: http://127.0.0.1:8081}\n", "", 1), "MSG", "acme.Order", 1), "protobuf reads schemas from a registry"},
+		{"bad name", strings.Replace(base, "MSG", "acme..Order", 1), `pipelines[0].value.message: "acme..Order" is not a message's full name`},
+		{"json", strings.Replace(strings.Replace(base, "format: protobuf", "format: json", 1), "MSG", "acme.Order", 1), "only the protobuf format takes a message name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseRunFile("f.yaml", []byte(tc.yaml), nil, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v\nwant it to hold %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := parseRunFile("f.yaml", []byte(strings.Replace(base, "MSG", "acme.v1.Order_2", 1)), nil, nil); err != nil {
+		t.Errorf("a valid protobuf pipeline: %v", err)
 	}
 }

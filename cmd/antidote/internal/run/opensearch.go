@@ -485,9 +485,9 @@ func (p *runPlan) validateSearchSink(pp *pipelinePlan) error {
 	c, kind := pp.cfg.Sink.search()
 	at := pp.path + ".sink." + kind
 	switch f := pp.cfg.Value.Format; f {
-	case "json", "json-schema", "avro":
+	case "json", "json-schema", "avro", "protobuf":
 	default:
-		return d.errAt(pp.path+".value.format", "%s: the %s sink indexes JSON documents: use json, json-schema or avro", f, kind)
+		return d.errAt(pp.path+".value.format", "%s: the %s sink indexes JSON documents: use json, json-schema, avro or protobuf", f, kind)
 	}
 	if len(c.URLs) == 0 {
 		return d.errAt(at+".urls", "required: the nodes, for example [https://127.0.0.1:9200]")

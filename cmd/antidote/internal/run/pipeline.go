@@ -20,6 +20,7 @@ import (
 	"github.com/antidote-kafka/antidote/serde"
 	"github.com/antidote-kafka/antidote/serde/avro"
 	"github.com/antidote-kafka/antidote/serde/jsonschema"
+	"github.com/antidote-kafka/antidote/serde/protobuf"
 )
 
 // The value of a pipeline decodes to the bytes a sink sends: the output of
@@ -34,6 +35,7 @@ var contentTypes = map[string]string{
 	"json":        "application/json",
 	"json-schema": "application/json",
 	"avro":        "application/json",
+	"protobuf":    "application/json",
 	"string":      "text/plain; charset=utf-8",
 	"bytes":       "application/octet-stream",
 }
@@ -61,6 +63,14 @@ func (pp *pipelinePlan) valueDeserializer(reg *avro.Registry) (serde.Deserialize
 			return nil, "", fmt.Errorf("pipeline %s: %w", pp.cfg.Name, err)
 		}
 		codec = body[any]{name: "avro", d: d, conv: func(v any) ([]byte, error) { return json.Marshal(v) }}
+	case "protobuf":
+		// Without generated types: the writer schema from the registry
+		// decodes each record into the JSON of its message.
+		d, err := protobuf.NewJSONDeserializer(reg.Registry, v.Message)
+		if err != nil {
+			return nil, "", fmt.Errorf("pipeline %s: %w", pp.cfg.Name, err)
+		}
+		codec = d
 	default:
 		return nil, "", fmt.Errorf("pipeline %s: unknown format %q", pp.cfg.Name, v.Format)
 	}

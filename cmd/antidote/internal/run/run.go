@@ -48,8 +48,8 @@ func NewCommand() *cobra.Command {
 		Use:   "run -c FILE",
 		Short: "Run poison-pill-safe consumers from a YAML file: records to an HTTP service or a topic",
 		Long: `Run the pipelines of a YAML file: each consumes topics in a group, decodes
-the records (decrypt, decompress, then json, string, bytes, avro or
-json-schema), and hands each record to a sink: an HTTP service (POST, one
+the records (decrypt, decompress, then json, string, bytes, avro,
+json-schema or protobuf), and hands each record to a sink: an HTTP service (POST, one
 record a request, or batches whose answer settles each record), a gRPC
 service (antidote.sink.v1.Sink, whose status codes settle each record), another Kafka topic, or OpenSearch or Elasticsearch
 (_bulk requests, each record settled from its own item). Failures are settled by the
@@ -453,7 +453,7 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		ExactlyOnce:     pp.eos,
 		Hooks:           floodHint{Hooks: m, log: log.With("pipeline", pp.cfg.Name), what: func() string { return rt.resumeHint(pp.cfg.Name) }},
 	}
-	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema") {
+	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema" || pp.cfg.Value.Format == "protobuf") {
 		br := rt.registry.Breaker()
 		cfg.Dependencies = map[string]func() string{"schema-registry": func() string { return br.State().String() }}
 	}
