@@ -210,12 +210,12 @@ func TestHTTPBatchSinkWholeRequest(t *testing.T) {
 		check  func(error) bool
 		want   string
 	}{
-		{"empty 2xx", func(w http.ResponseWriter) { w.WriteHeader(204) }, func(err error) bool { return err == nil }, "nil"},
+		{"empty 2xx", func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }, func(err error) bool { return err == nil }, "nil"},
 		{"no results", func(w http.ResponseWriter) { _, _ = io.WriteString(w, `{"ok":true}`) }, func(err error) bool { return err == nil }, "nil"},
-		{"503", func(w http.ResponseWriter) { http.Error(w, "down", 503) }, failure.IsTransient, "transient"},
-		{"429", func(w http.ResponseWriter) { w.Header().Set("Retry-After", "3"); w.WriteHeader(429) },
+		{"503", func(w http.ResponseWriter) { http.Error(w, "down", http.StatusServiceUnavailable) }, failure.IsTransient, "transient"},
+		{"429", func(w http.ResponseWriter) { w.Header().Set("Retry-After", "3"); w.WriteHeader(http.StatusTooManyRequests) },
 			func(err error) bool { d, ok := failure.RetryAfterOf(err); return ok && d == 3*time.Second }, "retry after 3s"},
-		{"400", func(w http.ResponseWriter) { http.Error(w, "bad", 400) }, failure.IsPermanent, "permanent"},
+		{"400", func(w http.ResponseWriter) { http.Error(w, "bad", http.StatusBadRequest) }, failure.IsPermanent, "permanent"},
 		{"verdict", func(w http.ResponseWriter) {
 			w.Header().Set(hdrOutcome, "permanent")
 			_, _ = io.WriteString(w, `{"results":[]}`)
