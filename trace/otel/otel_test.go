@@ -20,9 +20,9 @@ import (
 	antiotel "github.com/antidote-kafka/antidote/trace/otel"
 )
 
-// TestScenarioInMemory runs the scenario on the cluster of kafkatest (kfake,
+// TestIntegrationTraceInMemory runs the scenario on the cluster of kafkatest (kfake,
 // or the real broker of make test) with the SDK's in-memory exporter.
-func TestScenarioInMemory(t *testing.T) {
+func TestIntegrationTraceInMemory(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
@@ -51,10 +51,10 @@ func fromStubs(stubs tracetest.SpanStubs) []gotSpan {
 	return out
 }
 
-// TestBatchSpans: a BatchHandler's call is a span of its own, linked to the
+// TestIntegrationTraceBatch: a BatchHandler's call is a span of its own, linked to the
 // span of each record of the batch, and its context reaches the handler; a
 // record the batch fails is dead-lettered under its own span.
-func TestBatchSpans(t *testing.T) {
+func TestIntegrationTraceBatch(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
@@ -140,10 +140,10 @@ func TestBatchSpans(t *testing.T) {
 	}
 }
 
-// TestShareSpans: a share group's record is traced like any other: it
+// TestIntegrationTraceShare: a share group's record is traced like any other: it
 // continues the trace of its headers, its tries are children of its span,
 // and its dead letter names the span that wrote it.
-func TestShareSpans(t *testing.T) {
+func TestIntegrationTraceShare(t *testing.T) {
 	c := kafkatest.New(t)
 	c.RequireShareGroups(t)
 	exp := tracetest.NewInMemoryExporter()
