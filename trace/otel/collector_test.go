@@ -56,7 +56,7 @@ func TestIntegrationCollector(t *testing.T) {
 			// is what must be read back.
 			mem := tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(100*time.Millisecond)), sdktrace.WithSyncer(mem))
-			sc := runScenario(t, c, antiotel.NewTracer(antiotel.TracerProvider(tp)))
+			sc := runScenario(t, c, antiotel.NewTracer(antiotel.TracerProvider(tp)), nil)
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			if err := tp.ForceFlush(sctx); err != nil { // the batch, to the collector
@@ -78,7 +78,7 @@ func TestIntegrationCollector(t *testing.T) {
 				return len(got) == len(sent)
 			})
 			t.Logf("%d spans read back from the collector", len(got))
-			checkScenario(t, sc, got)
+			checkScenario(t, sc, got, false)
 		})
 	}
 }

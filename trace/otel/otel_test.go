@@ -26,8 +26,28 @@ func TestIntegrationTraceInMemory(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	sc := runScenario(t, kafkatest.New(t), antiotel.NewTracer(antiotel.TracerProvider(tp)))
-	checkScenario(t, sc, fromStubs(exp.GetSpans()))
+	sc := runScenario(t, kafkatest.New(t), antiotel.NewTracer(antiotel.TracerProvider(tp)), nil)
+	checkScenario(t, sc, fromStubs(exp.GetSpans()), false)
+}
+
+// TestIntegrationTraceModes runs the scenario in the modes that handle
+// records elsewhere: keyed lanes, and the exactly-once mode, where letters
+// are written in transactions.
+func TestIntegrationTraceModes(t *testing.T) {
+	for name, mode := range map[string]func(*consumer.Config[string, string]){
+		"lanes": func(cfg *consumer.Config[string, string]) { cfg.Concurrency = consumer.Concurrency{Max: 4} },
+		"exactly-once": func(cfg *consumer.Config[string, string]) {
+			cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("traced-txn")}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			defer func() { _ = tp.Shutdown(context.Background()) }()
+			sc := runScenario(t, kafkatest.New(t), antiotel.NewTracer(antiotel.TracerProvider(tp)), mode)
+			checkScenario(t, sc, fromStubs(exp.GetSpans()), name == "exactly-once")
+		})
+	}
 }
 
 // fromStubs converts the in-memory exporter's spans.
