@@ -119,7 +119,9 @@ type TraceEnd struct {
 	Stage deadletter.Stage
 	Class failure.Class
 	Err   error
-	// Attempts is the number of tries so far.
+	// Attempts is the number of tries of a failed record so far (across
+	// retries in place and tiers); 0 when it is not known, as for a
+	// processed record (its tries are spans of their own).
 	Attempts int
 }
 

@@ -61,5 +61,6 @@
 // A consumer without a Tracer pays nothing for tracing (the consumer
 // package's BenchmarkRecordPath and TestNilTracerAllocs). With this one, a
 // processed record costs its two spans (process and try) and their
-// attributes.
+// attributes: BenchmarkProcessedRecord measures them with the SDK, sampled
+// and not exported (about 7µs and 27 allocations on a laptop-class core).
 package otel
