@@ -108,8 +108,9 @@ func oneOf[K, V any](bh BatchHandler[K, V]) Handler[K, V] {
 
 // pending is a decoded record waiting for its batch.
 type pending[K, V any] struct {
-	rec *kgo.Record
-	r   *Record[K, V]
+	rec   *kgo.Record
+	r     *Record[K, V]
+	trace *traced // its span, with a Tracer (trace.go)
 }
 
 // runBatches is the worker loop with a BatchHandler: records are decoded as
@@ -198,13 +199,21 @@ func (p *partition[K, V]) batches(src batchSource) {
 				}
 				keys[string(rec.Key)] = struct{}{}
 			}
+			var tr *traced
+			if t := p.c.cfg.Tracer; t != nil {
+				tr = &traced{span: t.Start(p.ctx, TraceRecord{Record: rec, Fetched: rec, Group: p.c.cfg.Group})}
+			}
 			r, stage, err := p.decode(p.ctx, rec, 1, time.Time{}, 0)
 			if err != nil {
 				// Settled in offset order: the batch before it first.
 				if !handle() {
+					tr.endSpan()
 					return
 				}
-				if !p.settleFailure(rec, &origin{rec: rec}, stage, err, 1, time.Time{}) {
+				o := &origin{rec: rec, trace: tr}
+				ok := p.settleFailure(rec, o, stage, err, 1, time.Time{})
+				endSpan(o)
+				if !ok {
 					return
 				}
 				continue
@@ -212,7 +221,7 @@ func (p *partition[K, V]) batches(src batchSource) {
 			if len(batch) == 0 {
 				due = time.Now().Add(p.c.cfg.Batching.Linger)
 			}
-			batch = append(batch, pending[K, V]{rec, r})
+			batch = append(batch, pending[K, V]{rec, r, tr})
 			if len(batch) == size && !handle() {
 				return
 			}
@@ -280,10 +289,12 @@ func wakeBefore(ctx context.Context, wake <-chan struct{}, due time.Time) bool {
 // handler produced (exactly-once mode). An output of it that could not be
 // written in aborted transactions fails it instead (see txn.failedWrite).
 func (p *partition[K, V]) batchDone(b pending[K, V]) bool {
+	o := &origin{rec: b.rec, trace: b.trace}
+	defer endSpan(o)
 	if err := p.outputFailed(b.rec); err != nil {
-		return p.settleFailure(b.rec, &origin{rec: b.rec}, deadletter.StageProcess, err, b.r.Attempt, b.r.FirstFailure)
+		return p.settleFailure(b.rec, o, deadletter.StageProcess, err, b.r.Attempt, b.r.FirstFailure)
 	}
-	p.processed(b.rec, &origin{rec: b.rec})
+	p.processed(b.rec, o)
 	if _, ok := p.retries[b.rec.Offset]; ok {
 		p.c.attempts.clear(b.rec) // it was retrying before the restart
 	}
@@ -291,8 +302,27 @@ func (p *partition[K, V]) batchDone(b pending[K, V]) bool {
 }
 
 // callBatch calls the BatchHandler; a panic is a permanent failure of the
-// whole batch.
-func (p *partition[K, V]) callBatch(ctx context.Context, rs []*Record[K, V]) (err error) {
+// whole batch. With a Tracer, the call has a batch span that names the
+// spans of its records.
+func (p *partition[K, V]) callBatch(ctx context.Context, batch []pending[K, V], rs []*Record[K, V], attempt int) error {
+	t := p.c.cfg.Tracer
+	if t == nil {
+		return p.callBatchOnce(ctx, rs)
+	}
+	spans := make([]Span, len(batch))
+	for i, b := range batch {
+		if b.trace != nil {
+			spans[i] = b.trace.span
+		}
+	}
+	ctx = t.StartBatch(ctx, spans, attempt)
+	err := p.callBatchOnce(ctx, rs)
+	t.EndBatch(ctx, err)
+	return err
+}
+
+// callBatchOnce is callBatch, untraced.
+func (p *partition[K, V]) callBatchOnce(ctx context.Context, rs []*Record[K, V]) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = failure.Permanent(&serde.PanicError{Stage: string(deadletter.StageProcess), Value: v})
@@ -314,6 +344,16 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 		return true
 	}
 	c := p.c
+	if c.cfg.Tracer != nil {
+		// The spans of the records the batch leaves unsettled (the
+		// consumer stops) end too; a record's span ends as it is settled.
+		defer func() {
+			for i := range batch {
+				batch[i].trace.endSpan()
+				batch[i].trace = nil
+			}
+		}()
+	}
 	rs := make([]*Record[K, V], len(batch))
 	for i, b := range batch {
 		rs[i] = b.r
@@ -329,14 +369,15 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 				r.Attempt, r.FirstFailure = s.attempts+attempt, s.first
 			}
 		}
-		err := p.callBatch(p.ctx, rs)
+		err := p.callBatch(p.ctx, batch, rs, attempt)
 		if p.ctx.Err() != nil {
 			return false // revoked or stopping: the failure may be our own cancellation
 		}
 		var be *BatchError
 		switch {
 		case err == nil:
-			for _, b := range batch {
+			for i, b := range batch {
+				batch[i].trace = nil // ended by batchDone
 				if !p.batchDone(b) {
 					return false
 				}
@@ -345,6 +386,7 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 		case errors.As(err, &be):
 			p.clearStuck(first.Offset)
 			for i, b := range batch {
+				batch[i].trace = nil // ended below
 				ferr, failed := be.Errs[i]
 				if !failed || ferr == nil {
 					if !p.batchDone(b) {
@@ -352,12 +394,14 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 					}
 					continue
 				}
-				o, n, first := &origin{rec: b.rec}, attempt, since
+				o, n, first := &origin{rec: b.rec, trace: b.trace}, attempt, since
 				if r, ok := p.retries[b.rec.Offset]; ok {
 					// It was retrying before the restart.
 					o.saved, n, first = true, r.attempts+attempt, r.first
 				}
-				if !p.settleFailure(b.rec, o, deadletter.StageProcess, ferr, n, first) {
+				ok := p.settleFailure(b.rec, o, deadletter.StageProcess, ferr, n, first)
+				endSpan(o)
+				if !ok {
 					return false
 				}
 			}
@@ -372,8 +416,12 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 			// Find the poison pill: each record alone.
 			p.clearStuck(first.Offset)
 			p.log.warn("batch failed permanently; its records are tried one by one", first, "records", len(batch), "err", err)
-			for _, b := range batch {
-				if !p.process(b.rec, &origin{rec: b.rec}, attempt+1, since) {
+			for i, b := range batch {
+				batch[i].trace = nil // ended below
+				o := &origin{rec: b.rec, trace: b.trace}
+				ok := p.process(b.rec, o, attempt+1, since)
+				endSpan(o)
+				if !ok {
 					return false
 				}
 			}
@@ -398,7 +446,8 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 			rcancel(nil)
 			if skipped || lettered {
 				p.clearStuck(first.Offset)
-				o, n, from := &origin{rec: first}, attempt, since
+				o, n, from := &origin{rec: first, trace: batch[0].trace}, attempt, since
+				batch[0].trace = nil // ended below
 				if s, ok := p.retries[first.Offset]; ok {
 					o.saved, n, from = true, s.attempts+attempt, s.first // its tries went on from before a restart
 				}
@@ -411,6 +460,7 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 				if ok && o.saved {
 					p.c.attempts.clear(first) // settled: its durable entry goes
 				}
+				endSpan(o)
 				return ok && p.handleBatch(batch[1:])
 			}
 			if serr != nil {
@@ -424,8 +474,12 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 		if c.retryOff.Load() && retry {
 			reason = deadletter.ReasonRetryDisabled
 		}
-		for _, b := range batch {
-			if !p.act(b.rec, &origin{rec: b.rec}, deadletter.StageProcess, class, err, attempt, since, reason, out.Then) {
+		for i, b := range batch {
+			batch[i].trace = nil // ended below
+			o := &origin{rec: b.rec, trace: b.trace}
+			ok := p.act(b.rec, o, deadletter.StageProcess, class, err, attempt, since, reason, out.Then)
+			endSpan(o)
+			if !ok {
 				return false
 			}
 		}

@@ -141,6 +141,10 @@ type Config[K, V any] struct {
 	// Hooks receives the consumer's events, for metrics (see package
 	// metrics/prom) and alerting. Optional.
 	Hooks Hooks
+	// Tracer traces each record through its tries, retry tiers and dead
+	// letter (see [Tracer]; package trace/otel implements it with
+	// OpenTelemetry). Optional; default none, at no cost.
+	Tracer Tracer
 	// Dependencies report the state of the consumer's dependencies (a
 	// schema registry's circuit breaker, say) by name, in
 	// [Stats.Dependencies]. Optional. Each function must be cheap and

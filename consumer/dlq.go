@@ -289,7 +289,8 @@ type letter struct {
 	kind     letterKind
 	fam      *famRef            // the family entry of a keyed tier letter (per-key order), or nil
 	at       int64              // offset of the fetched record it settles (src is the original of a tier record)
-	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers)
+	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers, trace context)
+	trace    *letterTrace       // the span of its write, until its first write ends (trace.go)
 
 	cur    *write // the latest write attempt
 	write0 write  // the first
@@ -347,6 +348,10 @@ func (wr *write) finish(err error) {
 	if r := l.fam; r != nil {
 		r.f.sent(r.key, r.offset, r.forwards, wr.at, err)
 	}
+	if t := l.trace; t != nil {
+		l.trace = nil
+		t.span.EndLetter(t.ctx, err)
+	}
 	close(wr.done)
 	if h := l.w.hooks; h != nil && l.kind == kindDead {
 		h.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
@@ -374,13 +379,17 @@ func (l *letter) final() bool { return l.skipped != "" || (l.isDone() && l.ok())
 func (l *letter) failed() bool { return l.skipped == "" && l.isDone() && !l.ok() }
 
 // newLetter builds the dead letter of rec: rec's key, value and headers byte
-// for byte, then the failure headers of f.
-func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
+// for byte, then the failure headers of f, then the trace context of its
+// write when rec is traced (t).
+func (w *dlqWriter) newLetter(rec *kgo.Record, f *deadletter.Failure, cause error, t *traced) *letter {
 	f.ClientID = w.clientID
 	l := &letter{
 		w: w, src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
 		// The partitioner reads the source partition from Partition.
 		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Partition: rec.Partition, Key: rec.Key, Value: rec.Value},
+	}
+	if t != nil {
+		l.extra = traceLetter(t, l, OutcomeDeadLettered, nil)
 	}
 	l.tmpl.Headers = l.headers(l.hdrs[:0])
 	if limit := w.limit(l.tmpl.Topic); limit > 0 {

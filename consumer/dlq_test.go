@@ -31,7 +31,7 @@ func TestLetterSizeAndReadyCache(t *testing.T) {
 
 	// Fits once its message is dropped.
 	rec, f := newRec(bytes.Repeat([]byte("v"), 1000))
-	l := w.newLetter(rec, f, errors.New("bad"))
+	l := w.newLetter(rec, f, errors.New("bad"), nil)
 	if !l.shrunk || l.size != letterSize(&l.tmpl) || l.size > 2000 {
 		t.Fatalf("letter of %d bytes for a limit of 2000: shrunk %v, size %d; want shrunk and its size", letterSize(&l.tmpl), l.shrunk, l.size)
 	}
@@ -39,7 +39,7 @@ func TestLetterSizeAndReadyCache(t *testing.T) {
 	// Too large even without its message: fails at send, and the ready
 	// topic is cached.
 	rec, f = newRec(bytes.Repeat([]byte("v"), 3000))
-	l = w.newLetter(rec, f, errors.New("bad"))
+	l = w.newLetter(rec, f, errors.New("bad"), nil)
 	w.send(context.Background(), l)
 	select {
 	case <-l.cur.done:

@@ -333,4 +333,7 @@
 //     dead-lettered (a bad deploy, a wrong schema) instead of emptying the
 //     topic into the dead-letter topic; [Consumer.ResumeFlood] goes on.
 //   - [Hooks] receives every event that metrics need (package metrics/prom).
+//   - [Tracer] traces each record through its tries, retry tiers and dead
+//     letter (package trace/otel, OpenTelemetry); without one, nothing is
+//     paid.
 package consumer

@@ -69,7 +69,7 @@ var sinkLetter *letter
 // source record's, then deadletter.Failure.AppendHeaders.
 func BenchmarkLetter(b *testing.B) {
 	w, rec, err := letterBench(b)
-	l := w.newLetter(rec, failureOf(rec, err, w.group), err)
+	l := w.newLetter(rec, failureOf(rec, err, w.group), err, nil)
 	if n := len(l.tmpl.Headers); n < len(rec.Headers)+10 || l.tmpl.Headers[0].Key != "traceparent" ||
 		!bytes.Equal(l.tmpl.Value, rec.Value) || l.tmpl.Topic != "orders.dlq" {
 		b.Fatalf("unexpected letter: topic %q, %d headers, value %q", l.tmpl.Topic, n, l.tmpl.Value)
@@ -77,7 +77,7 @@ func BenchmarkLetter(b *testing.B) {
 	b.Run("record", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			sinkLetter = w.newLetter(rec, failureOf(rec, err, w.group), err)
+			sinkLetter = w.newLetter(rec, failureOf(rec, err, w.group), err, nil)
 		}
 	})
 	b.Run("headers", func(b *testing.B) {
@@ -113,7 +113,7 @@ func BenchmarkLetterCompression(b *testing.B) {
 			note[j] = byte('a' + rnd.IntN(26))
 		}
 		r.Value = fmt.Appendf(nil, `{"id":%d,"customer":"customer-%05d","sku":"SKU-%06d","note":"%s`, r.Offset, rnd.IntN(1e5), rnd.IntN(1e6), note)
-		l := w.newLetter(&r, failureOf(&r, err, w.group), err)
+		l := w.newLetter(&r, failureOf(&r, err, w.group), err, nil)
 		batch = append(append(batch, l.tmpl.Key...), l.tmpl.Value...)
 		for _, h := range l.tmpl.Headers {
 			batch = append(append(batch, h.Key...), h.Value...)

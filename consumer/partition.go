@@ -534,8 +534,21 @@ func headers(h []kgo.RecordHeader) []serde.Header {
 // failure, if any. A panic anywhere becomes a permanent failure of its stage.
 //
 // o.rec is the record as the handler sees it. In the exactly-once mode, the
-// handler's outputs are left in o.out when it succeeds.
-func (p *partition[K, V]) try(ctx context.Context, o *origin, attempt int, first time.Time) (stage deadletter.Stage, err error) {
+// handler's outputs are left in o.out when it succeeds. A traced record's
+// try is a part of its span.
+func (p *partition[K, V]) try(ctx context.Context, o *origin, attempt int, first time.Time) (deadletter.Stage, error) {
+	t := o.trace
+	if t == nil {
+		return p.tryOnce(ctx, o, attempt, first)
+	}
+	tctx := t.try(ctx, attempt)
+	stage, err := p.tryOnce(tctx, o, attempt, first)
+	t.endTry(tctx, stage, err)
+	return stage, err
+}
+
+// tryOnce is try, untraced.
+func (p *partition[K, V]) tryOnce(ctx context.Context, o *origin, attempt int, first time.Time) (stage deadletter.Stage, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = failure.Permanent(&serde.PanicError{Stage: string(stage), Value: v})
@@ -625,6 +638,7 @@ type origin struct {
 	keyed     bool          // its family tracks it (per-key order): settling it must say so
 	saved     bool          // it has a durable attempts entry
 	out       []*kgo.Record // the handler's outputs (exactly-once mode)
+	trace     *traced       // its span, with a Tracer (trace.go)
 }
 
 // process decodes and processes rec (o.rec as the handler sees it), then
@@ -635,6 +649,9 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 	if r, ok := p.retries[rec.Offset]; ok && r.attempts >= attempt { // a record retrying before the restart
 		attempt, first, o.saved = r.attempts+1, r.first, true
 		p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
+	}
+	if p.startSpan(rec, o) {
+		defer endSpan(o)
 	}
 	stage, err := p.try(p.ctx, o, attempt, first)
 	if err == nil {
@@ -652,6 +669,7 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 
 // processed counts a record the handler completed.
 func (p *partition[K, V]) processed(rec *kgo.Record, o *origin) {
+	o.trace.settledAs(OutcomeProcessed, "", 0, nil, 0)
 	p.c.stats.processed.Add(1)
 	p.untrack(o)
 	p.floodAdd(false)

@@ -1011,6 +1011,7 @@ func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.S
 	}
 	p.floodAdd(true)
 	tier := o.tiers // the index of the next tier
+	o.trace.settledAs(OutcomeForwarded, stage, class, err, attempts)
 	f := newFailure(c.cfg.Group, o.rec, stage, class, ReasonRetryTopic, err, attempts, first)
 	due := f.Last.Add(c.tiers.cfg.Tiers[tier])
 	l := p.tierLetter(o, f, err, tier, retryHeaders(tier+1, o.forwards+1, due, false), kindForward)
@@ -1060,13 +1061,17 @@ type famRef struct {
 }
 
 // tierLetter is the letter that writes o.rec to a tier: its key, value and
-// original headers, the failure headers of f, then the retry headers.
+// original headers, the failure headers of f, then the retry headers (and
+// the trace context of a traced forward).
 func (p *partition[K, V]) tierLetter(o *origin, f *deadletter.Failure, cause error, tier int, extra []kgo.RecordHeader, kind letterKind) *letter {
 	w := p.c.dlq
 	f.ClientID = w.clientID
 	l := &letter{w: w, src: o.rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause, kind: kind, extra: extra,
 		// The partitioner reads the source partition from Partition.
 		tmpl: kgo.Record{Topic: p.c.tiers.names[o.rec.Topic][tier], Partition: o.rec.Partition, Key: o.rec.Key, Value: o.rec.Value}}
+	if o.trace != nil && kind == kindForward {
+		l.extra = traceLetter(o.trace, l, OutcomeForwarded, extra)
+	}
 	l.tmpl.Headers = l.headers(l.hdrs[:0])
 	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
 		l.shrink()

@@ -40,6 +40,9 @@ func retryWait(p backoff.Policy, attempt int, elapsed time.Duration, err error) 
 // (zero: now); both come from the durable attempts after a restart.
 func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadletter.Stage, err error, attempt int, first time.Time) bool {
 	c := p.c
+	if p.startSpan(rec, o) {
+		defer endSpan(o)
+	}
 	if !p.beforeWait() { // the records before this one, before any wait
 		return false
 	}
@@ -199,6 +202,7 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	case ActionSkip:
 		return p.skip(rec, o, stage, err, attempts, string(reason))
 	case ActionHalt:
+		o.trace.settledAs(OutcomeHalted, stage, class, err, attempts)
 		p.outcome(rec, stage, class, OutcomeHalted)
 		p.log.error("halting on record", rec, "stage", stage, "class", class, "err", err)
 		c.halt(&HaltError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp, Stage: string(stage), Err: err})
@@ -211,7 +215,8 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	}
 	p.floodAdd(true)
 	p.untrack(o)
-	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err)
+	o.trace.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
+	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err, o.trace)
 	l.class, l.attempts = class, attempts
 	return p.settleLetter(rec, l)
 }
@@ -224,7 +229,8 @@ func (p *partition[K, V]) letterByOperator(rec *kgo.Record, o *origin, stage dea
 	p.untrack(o)
 	f := newFailure(c.cfg.Group, o.rec, stage, class, deadletter.ReasonOperator, err, attempts, first)
 	f.Message = deadletter.Truncate("dead-lettered by an operator ("+who+"): "+f.Message, deadletter.MaxMessageBytes)
-	l := c.dlq.newLetter(o.rec, f, err)
+	o.trace.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
+	l := c.dlq.newLetter(o.rec, f, err, o.trace)
 	l.class, l.attempts = class, attempts
 	p.log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "err", err)
 	return p.settleLetter(rec, l)
@@ -248,7 +254,9 @@ func newFailure(group string, rec *kgo.Record, stage deadletter.Stage, class fai
 func (p *partition[K, V]) skip(rec *kgo.Record, o *origin, stage deadletter.Stage, err error, attempts int, why string) bool {
 	c := p.c
 	p.untrack(o)
-	p.outcome(rec, stage, c.classify(stage, err), OutcomeSkipped)
+	class := c.classify(stage, err)
+	o.trace.settledAs(OutcomeSkipped, stage, class, err, attempts)
+	p.outcome(rec, stage, class, OutcomeSkipped)
 	p.log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "err", err)
 	p.floodAdd(false)
 	return p.settled(rec)

@@ -620,15 +620,28 @@ func (s *shareSource[K, V]) renew(ctx context.Context, recs []*kgo.Record) (stop
 // released for another delivery (RELEASE), dead-lettered (then ACCEPT),
 // skipped (ACCEPT) or halted. When ctx ends first it is left unsettled.
 func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit int) {
+	t := s.c.cfg.Tracer
+	if t == nil {
+		s.settleTraced(ctx, rec, limit, nil)
+		return
+	}
+	tr := &traced{span: t.Start(ctx, TraceRecord{Record: rec, Fetched: rec, Group: s.group, Share: true})}
+	s.settleTraced(ctx, rec, limit, tr)
+	tr.endSpan()
+}
+
+// settleTraced is settle, with the span of rec (nil: not traced).
+func (s *shareSource[K, V]) settleTraced(ctx context.Context, rec *kgo.Record, limit int, tr *traced) {
 	c := s.c
 	c.stats.consumed.Add(1)
 	log := s.recordLog(rec)
 	attempt, first := 1, time.Time{}
-	stage, err := s.try(ctx, rec, attempt, first)
+	stage, err := s.try(ctx, tr, rec, attempt, first)
 	for {
 		if err == nil { // before the stop check: a success is accepted even while stopping
 			rec.Ack(kgo.AckAccept)
 			c.stats.processed.Add(1)
+			tr.settledAs(OutcomeProcessed, "", 0, nil, attempt)
 			s.settled(rec, OutcomeProcessed, stage, 0)
 			if attempt > 1 {
 				log.info("record recovered after retry", rec, "attempts", attempt, "delivery", rec.DeliveryCount())
@@ -642,7 +655,7 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 			first = time.Now()
 		}
 		if c.cfg.SkipIf != nil && s.skipFunc(log, rec, stage, err) {
-			s.skip(log, rec, stage, err, attempt, "Config.SkipIf")
+			s.skip(tr, log, rec, stage, err, attempt, "Config.SkipIf")
 			return
 		}
 		wake := c.wakeSignal() // before the kill switch is read, as in settleFailure
@@ -671,7 +684,7 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 				continue // stopping or kill switch: re-decide at the top
 			}
 			attempt++
-			stage, err = s.try(ctx, rec, attempt, first)
+			stage, err = s.try(ctx, tr, rec, attempt, first)
 			continue
 		}
 		// Retrying here is over. A failure that may pass goes back to the
@@ -679,13 +692,14 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 		// permanent failure, takes the policy's action.
 		if class != failure.ClassPermanent && !retryOff && int(rec.DeliveryCount()) < limit {
 			rec.Ack(kgo.AckRelease)
+			tr.settledAs(OutcomeReleased, stage, class, err, attempt)
 			c.stats.failure(stage, class, OutcomeReleased)
 			s.settled(rec, OutcomeReleased, stage, class)
 			log.info("record released for another delivery", rec, "stage", stage, "class", class, "attempts", attempt,
 				"delivery", rec.DeliveryCount(), "delivery_limit", limit, "err", err)
 			return
 		}
-		s.act(ctx, log, rec, stage, class, err, attempt, first, reason, out.Then)
+		s.act(ctx, tr, log, rec, stage, class, err, attempt, first, reason, out.Then)
 		return
 	}
 }
@@ -697,9 +711,21 @@ func (s *shareSource[K, V]) settled(rec *kgo.Record, outcome Outcome, stage dead
 	}
 }
 
-// try decodes and processes rec once, as partition.try does. A panic
-// anywhere is a permanent failure of its stage.
-func (s *shareSource[K, V]) try(ctx context.Context, rec *kgo.Record, attempt int, first time.Time) (stage deadletter.Stage, err error) {
+// try decodes and processes rec once, as partition.try does, as a part of
+// its span tr (nil: not traced).
+func (s *shareSource[K, V]) try(ctx context.Context, tr *traced, rec *kgo.Record, attempt int, first time.Time) (deadletter.Stage, error) {
+	if tr == nil {
+		return s.tryOnce(ctx, rec, attempt, first)
+	}
+	tctx := tr.try(ctx, attempt)
+	stage, err := s.tryOnce(tctx, rec, attempt, first)
+	tr.endTry(tctx, stage, err)
+	return stage, err
+}
+
+// tryOnce is try, untraced. A panic anywhere is a permanent failure of its
+// stage.
+func (s *shareSource[K, V]) tryOnce(ctx context.Context, rec *kgo.Record, attempt int, first time.Time) (stage deadletter.Stage, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = failure.Permanent(&serde.PanicError{Stage: string(stage), Value: v})
@@ -742,8 +768,9 @@ func (s *shareSource[K, V]) skipFunc(log *recordLog, rec *kgo.Record, stage dead
 }
 
 // skip settles rec as skipped: ACCEPT, logged and counted.
-func (s *shareSource[K, V]) skip(log *recordLog, rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) {
+func (s *shareSource[K, V]) skip(tr *traced, log *recordLog, rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) {
 	class := s.c.classify(stage, err)
+	tr.settledAs(OutcomeSkipped, stage, class, err, attempts)
 	rec.Ack(kgo.AckAccept)
 	s.c.stats.failure(stage, class, OutcomeSkipped)
 	s.settled(rec, OutcomeSkipped, stage, class)
@@ -751,35 +778,37 @@ func (s *shareSource[K, V]) skip(log *recordLog, rec *kgo.Record, stage deadlett
 }
 
 // act settles rec by the policy's action: a dead letter, a skip or a halt.
-func (s *shareSource[K, V]) act(ctx context.Context, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) {
+func (s *shareSource[K, V]) act(ctx context.Context, tr *traced, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) {
 	c := s.c
 	switch then {
 	case ActionSkip:
-		s.skip(log, rec, stage, err, attempts, string(reason))
+		s.skip(tr, log, rec, stage, err, attempts, string(reason))
 		return
 	case ActionHalt:
-		s.halt(log, rec, stage, class, err)
+		s.halt(tr, log, rec, stage, class, err)
 		return
 	}
-	l := s.letter(rec, newFailure(s.group, rec, stage, class, reason, err, attempts, first), err)
+	l := s.letter(rec, newFailure(s.group, rec, stage, class, reason, err, attempts, first), err, tr)
 	l.class, l.attempts = class, attempts
 	switch s.write(ctx, log, l) {
 	case letterWritten:
 		rec.Ack(kgo.AckAccept)
+		tr.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
 		c.stats.failure(stage, class, OutcomeDeadLettered)
 		s.settled(rec, OutcomeDeadLettered, stage, class)
 		log.warn("record dead-lettered", rec, "stage", stage, "class", class, "reason", reason, "attempts", attempts,
 			"delivery", rec.DeliveryCount(), "err", err)
 	case letterSkipped:
-		s.skip(log, rec, stage, err, attempts, "unwritable dead letter")
+		s.skip(tr, log, rec, stage, err, attempts, "unwritable dead letter")
 	case letterHalted:
-		s.halt(log, rec, stage, class, fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, l.cur.err))
+		s.halt(tr, log, rec, stage, class, fmt.Errorf("dead-letter write to %s: %w", l.tmpl.Topic, l.cur.err))
 	}
 }
 
 // halt stops the consumer on rec, which stays unsettled: the group delivers
 // it again, to another member.
-func (s *shareSource[K, V]) halt(log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error) {
+func (s *shareSource[K, V]) halt(tr *traced, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error) {
+	tr.settledAs(OutcomeHalted, stage, class, err, 0)
 	s.c.stats.failure(stage, class, OutcomeHalted)
 	s.settled(rec, OutcomeHalted, stage, class)
 	log.error("halting on record", rec, "stage", stage, "class", class, "err", err)
@@ -792,13 +821,16 @@ const HeaderDeliveryCount = "antidote.delivery.count"
 
 // letter is the dead letter of rec: its key, value and headers byte for
 // byte, the failure headers of f, then its delivery count.
-func (s *shareSource[K, V]) letter(rec *kgo.Record, f *deadletter.Failure, cause error) *letter {
+func (s *shareSource[K, V]) letter(rec *kgo.Record, f *deadletter.Failure, cause error, tr *traced) *letter {
 	w := s.c.dlq
 	f.ClientID = w.clientID
 	l := &letter{w: w, src: rec, f: f, stage: f.Stage, reason: f.Reason, cause: cause,
 		extra: []kgo.RecordHeader{{Key: HeaderDeliveryCount, Value: strconv.AppendInt(nil, int64(rec.DeliveryCount()), 10)}},
 		// The partitioner reads the source partition from Partition.
 		tmpl: kgo.Record{Topic: w.topicFor(rec.Topic), Partition: rec.Partition, Key: rec.Key, Value: rec.Value}}
+	if tr != nil {
+		l.extra = traceLetter(tr, l, OutcomeDeadLettered, l.extra)
+	}
 	l.tmpl.Headers = l.headers(l.hdrs[:0])
 	if limit := w.limit(l.tmpl.Topic); limit > 0 && letterSize(&l.tmpl) > limit {
 		l.shrink()

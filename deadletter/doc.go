@@ -99,6 +99,8 @@
 //
 //	antidote.redrive.count          how many times the record was redriven, decimal
 //	antidote.redrive.from           the dead letter: topic/partition/offset
+//	antidote.redrive.trace          the span that wrote the dead letter (W3C traceparent),
+//	                                for a letter of a traced consumer ([HeaderTraceLetter])
 //
 // A record already redriven [RedriveConfig.MaxRedrives] times (default 3)
 // is refused, which breaks poison loops. A missing target topic stops the

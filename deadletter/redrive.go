@@ -31,7 +31,19 @@ const (
 	// HeaderRedriveFrom: the dead letter the record was redriven from, as
 	// "topic/partition/offset".
 	HeaderRedriveFrom = "antidote.redrive.from"
+	// HeaderRedriveTrace: the trace context of the span that wrote the
+	// dead letter (its [HeaderTraceLetter]), when the letter has one: a
+	// tracer (package trace/otel) links the redriven record's span to it.
+	HeaderRedriveTrace = "antidote.redrive.trace"
 )
+
+// HeaderTraceLetter is the header a traced consumer appends to a letter it
+// writes (a dead letter, or a copy forwarded to a retry tier) after the
+// failure headers: the trace context of the span that wrote it, as a W3C
+// traceparent ("00-<trace id>-<span id>-<flags>"). The letter keeps the
+// original record's own trace headers (traceparent, tracestate) among its
+// original headers.
+const HeaderTraceLetter = "antidote.trace.letter"
 
 // DefaultMaxRedrives is the default of [RedriveConfig.MaxRedrives].
 const DefaultMaxRedrives = 3
@@ -227,8 +239,9 @@ const maxRefusals = 100
 // Redrive re-produces the original record of every selected dead letter
 // of cfg.Topic to its original topic (or cfg.To): the key, the value and
 // the original headers byte for byte, followed by the provenance headers
-// [HeaderRedriveCount] and [HeaderRedriveFrom] (an older redrive's
-// provenance headers among the original ones are replaced).
+// [HeaderRedriveCount] and [HeaderRedriveFrom], and [HeaderRedriveTrace]
+// for a letter written by a traced consumer (an older redrive's provenance
+// headers among the original ones are replaced).
 //
 // Each target topic is checked before the first record goes to it: a
 // missing one ends the redrive with an [*UnknownTargetError] and nothing
@@ -804,19 +817,40 @@ func (r *redriver) commit(ctx context.Context, offsets map[int32]int64) error {
 }
 
 // redriveHeaders returns the original headers of l, without the provenance
-// headers of an earlier redrive, followed by new provenance headers.
+// headers of an earlier redrive, followed by new provenance headers: the
+// trace context of the letter's write among them, when it has one.
 func redriveHeaders(l *Letter, rec *kgo.Record) []kgo.RecordHeader {
-	hs := make([]kgo.RecordHeader, 0, len(l.OriginalHeaders)+2)
+	hs := make([]kgo.RecordHeader, 0, len(l.OriginalHeaders)+3)
 	for _, h := range l.OriginalHeaders {
-		if h.Key == HeaderRedriveCount || h.Key == HeaderRedriveFrom {
+		if h.Key == HeaderRedriveCount || h.Key == HeaderRedriveFrom || h.Key == HeaderRedriveTrace {
 			continue
 		}
 		hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	return append(hs,
+	hs = append(hs,
 		kgo.RecordHeader{Key: HeaderRedriveCount, Value: []byte(strconv.Itoa(l.Redrives + 1))},
 		kgo.RecordHeader{Key: HeaderRedriveFrom, Value: []byte(RedriveFrom(rec.Topic, rec.Partition, rec.Offset))},
 	)
+	if tp := letterTrace(l, rec); tp != nil {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderRedriveTrace, Value: tp})
+	}
+	return hs
+}
+
+// letterTrace is the value of the last HeaderTraceLetter among the headers
+// an Antidote letter l (record rec) has after its original ones, nil if
+// none.
+func letterTrace(l *Letter, rec *kgo.Record) []byte {
+	if l.Dialect != DialectAntidote || len(l.OriginalHeaders) > len(rec.Headers) {
+		return nil
+	}
+	hs := rec.Headers[len(l.OriginalHeaders):]
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Key == HeaderTraceLetter {
+			return hs[i].Value
+		}
+	}
+	return nil
 }
 
 // RedriveFrom formats the value of [HeaderRedriveFrom].

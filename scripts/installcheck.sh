@@ -8,10 +8,10 @@
 #  1. `go install github.com/antidote-kafka/antidote/cmd/antidote@VERSION` into a
 #     temporary GOBIN; the binary must have been built with our modules at VERSION
 #     (`go version -m`) and `antidote --version` must name VERSION;
-#  2. a fresh module in a temporary directory requires consumer, serde/avro and
-#     metrics/prom at VERSION and runs README's "Use it" example on kfake
+#  2. a fresh module in a temporary directory requires consumer, serde/avro,
+#     metrics/prom and trace/otel at VERSION and runs README's "Use it" example on kfake
 #     (scripts/testdata/installcheck/main.go): the good orders must be charged, the
-#     poison pills dead-lettered byte for byte and counted in Prometheus.
+#     poison pills dead-lettered byte for byte, counted in Prometheus and traced.
 #
 # No network once the caches are warm: other modules come from the machine's module
 # cache (GOPROXY=file://$(go env GOMODCACHE)/cache/download), then from `go env GOPROXY`
@@ -66,12 +66,12 @@ out="$("$tmp/bin/antidote" --version)"
 echo "$out"
 case "$out" in *"$VERSION"*) ;; *) echo "antidote --version does not name $VERSION" >&2; exit 1 ;; esac
 
-step "a fresh module: consumer, serde/avro and metrics/prom at $VERSION, README's example on kfake"
+step "a fresh module: consumer, serde/avro, metrics/prom and trace/otel at $VERSION, README's example on kfake"
 mkdir "$tmp/app"
 cp scripts/testdata/installcheck/main.go "$tmp/app/"
 cd "$tmp/app"
 go mod init example.com/installcheck >/dev/null 2>&1
-go mod edit -require="$core@$VERSION" -require="$core/serde/avro@$VERSION" -require="$core/metrics/prom@$VERSION"
+go mod edit -require="$core@$VERSION" -require="$core/serde/avro@$VERSION" -require="$core/metrics/prom@$VERSION" -require="$core/trace/otel@$VERSION"
 cat $(git -C "$repo" ls-files ':(glob)**/go.sum' | sed "s#^#$repo/#") | grep -v "^github.com/antidote-kafka/" | sort -u >go.sum
 go mod tidy
 go list -m -f '{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}}{{end}}' all | awk -v p="$core" -v v="$VERSION" '

@@ -13,7 +13,10 @@
 #  3. go test -race on the in-process kfake cluster
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
 #     integration tests (every test named *Integration*) again against it,
-#     then stops the broker.
+#     then the trace test against a real OpenTelemetry Collector
+#     (scripts/collector.sh, built from the Go module proxy and cached: spans
+#     exported over OTLP and read back from its file exporter), then stops
+#     the broker.
 #     Then a bounded sample of the randomized fault runs (scripts/chaos.sh:
 #     three minutes of kfake seeds, then three seeds on a three-broker cluster,
 #     scripts/kafka.sh cluster, started and stopped by it).
@@ -39,7 +42,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Package pattern "work": every package of every module in go.work (the core,
 # and the modules of serde/avro, serde/jsonschema, serde/protobuf,
-# metrics/prom and cmd/antidote); "./..." would stop at their go.mod files.
+# metrics/prom, trace/otel and cmd/antidote); "./..." would stop at their go.mod files.
 step() { printf '\n==> %s\n' "$*"; }
 TIMEOUT="${TEST_TIMEOUT:-25m}"
 
@@ -115,6 +118,22 @@ echo "Apache Kafka $(scripts/kafka.sh version) at $brokers"
 # The broker's SASL_SSL listener, its CA and credentials (kafka.sh env).
 eval "$(scripts/kafka.sh env)"
 ANTIDOTE_KAFKA_BROKERS="$brokers" go test -race -count=1 -timeout "$TIMEOUT" -run 'Integration' work
+
+step "traces: spans exported over OTLP to a real OpenTelemetry Collector and read back"
+# scripts/collector.sh builds the Collector from the Go module proxy once (a few
+# minutes; cached in .cache), then starts it in a second.
+trap 'scripts/collector.sh stop; scripts/kafka.sh stop' EXIT
+if scripts/collector.sh start >/dev/null; then
+  eval "$(scripts/collector.sh env)"
+  ANTIDOTE_KAFKA_BROKERS="$brokers" ANTIDOTE_OTLP_ENDPOINT="$ANTIDOTE_OTLP_ENDPOINT" ANTIDOTE_OTLP_FILE="$ANTIDOTE_OTLP_FILE" \
+    go test -race -count=1 -v -timeout "$TIMEOUT" -run 'IntegrationCollector' ./trace/otel/
+  scripts/collector.sh stop
+elif [ "${CI:-}" = true ]; then
+  echo "CI=true and the OpenTelemetry Collector did not start: it is mandatory"; exit 1
+else
+  echo "WARNING: the OpenTelemetry Collector did not start (see above); the trace test against it skipped (CI=true makes this an error)"
+fi
+trap 'scripts/kafka.sh stop' EXIT
 
 step "randomized fault runs (chaos/): a bounded sample on kfake and the three-broker cluster"
 # Seeds change per run and are printed; a violation fails the run and prints

@@ -1,11 +1,11 @@
 // Command installcheck is the program of scripts/installcheck.sh: the script
 // copies it into a fresh module outside the repository, which requires
-// consumer, serde/avro and metrics/prom at a version served by a local module
-// proxy, and runs it. It runs README's "Use it" example against an in-process
-// cluster (kfake), with Prometheus metrics as its hooks, and fails unless the
-// good orders were charged, the poison pills were dead-lettered byte for byte
-// and counted, and the Avro deserializer classifies bytes without its magic
-// byte as permanent. (A testdata directory: the go command never builds it as
+// consumer, serde/avro, metrics/prom and trace/otel at a version served by a
+// local module proxy, and runs it. It runs README's "Use it" example against
+// an in-process cluster (kfake), with Prometheus metrics as its hooks and an
+// OpenTelemetry tracer, and fails unless the good orders were charged, the
+// poison pills were dead-lettered byte for byte, counted and traced, and the
+// Avro deserializer classifies bytes without its magic byte as permanent. (A testdata directory: the go command never builds it as
 // part of the repository's modules.)
 package main
 
@@ -23,12 +23,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/metrics/prom"
 	"github.com/antidote-kafka/antidote/serde"
 	"github.com/antidote-kafka/antidote/serde/avro"
+	antiotel "github.com/antidote-kafka/antidote/trace/otel"
 )
 
 type Order struct {
@@ -82,7 +85,10 @@ func run() error {
 		return err
 	}
 
-	// README's "Use it", on the cluster, with the metrics as hooks.
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+
+	// README's "Use it", on the cluster, with the metrics as hooks, traced.
 	c, err := consumer.New(consumer.Config[string, Order]{
 		Brokers: cluster.ListenAddrs(),
 		Topics:  []string{"orders"},
@@ -96,6 +102,7 @@ func run() error {
 			return charge(ctx, r.Value) // network errors are transient: retried with backoff
 		},
 		Hooks:      metrics,
+		Tracer:     antiotel.NewTracer(antiotel.TracerProvider(tp)),
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ClientOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 	})
@@ -147,6 +154,15 @@ func run() error {
 	if deadLettered != float64(len(poison)) {
 		return fmt.Errorf("antidote_records_total{outcome=%q} = %v, want %d", consumer.OutcomeDeadLettered, deadLettered, len(poison))
 	}
+	sends := 0
+	for _, s := range spans.GetSpans() {
+		if s.Name == "send orders.dlq" {
+			sends++
+		}
+	}
+	if sends != len(poison) {
+		return fmt.Errorf("%d dead-letter spans, want %d", sends, len(poison))
+	}
 
 	// serde/avro: bytes without the wire format's magic byte can never be
 	// read, so they fail as permanent before the registry is asked (the
@@ -163,7 +179,7 @@ func run() error {
 		return fmt.Errorf("avro: JSON bytes decoded with error %v, want a permanent failure", err)
 	}
 
-	fmt.Printf("installcheck: charged orders %v, dead-lettered %d (antidote_records_total), avro: permanent failure\n", got, len(letters))
+	fmt.Printf("installcheck: charged orders %v, dead-lettered %d (antidote_records_total), %d dead-letter spans, avro: permanent failure\n", got, len(letters), sends)
 	return nil
 }
 
