@@ -213,7 +213,10 @@ func TestHTTPBatchSinkWholeRequest(t *testing.T) {
 		{"empty 2xx", func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }, func(err error) bool { return err == nil }, "nil"},
 		{"no results", func(w http.ResponseWriter) { _, _ = io.WriteString(w, `{"ok":true}`) }, func(err error) bool { return err == nil }, "nil"},
 		{"503", func(w http.ResponseWriter) { http.Error(w, "down", http.StatusServiceUnavailable) }, failure.IsTransient, "transient"},
-		{"429", func(w http.ResponseWriter) { w.Header().Set("Retry-After", "3"); w.WriteHeader(http.StatusTooManyRequests) },
+		{"429", func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
 			func(err error) bool { d, ok := failure.RetryAfterOf(err); return ok && d == 3*time.Second }, "retry after 3s"},
 		{"400", func(w http.ResponseWriter) { http.Error(w, "bad", http.StatusBadRequest) }, failure.IsPermanent, "permanent"},
 		{"verdict", func(w http.ResponseWriter) {
