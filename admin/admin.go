@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,11 @@ type Config struct {
 	// every refused token, with the remote address. Optional. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// TLS, if set, makes [Handler.Listen] serve over TLS with it (at
+	// least a certificate). Optional. Default: plain HTTP, which Listen
+	// refuses on an address other than loopback when Console is set: its
+	// logins and session cookies would cross the network in the clear.
+	TLS *tls.Config
 	// Console, if set, is served under /ui/: the web console (package
 	// console, created with Prefix "/ui/"), which has its own login page
 	// and CSRF protection. Optional. Default: /ui/ answers 404.
@@ -87,6 +93,7 @@ type Handler struct {
 	console   http.Handler
 	openReads bool
 	remote    bool
+	tls       *tls.Config
 	log       *slog.Logger
 	mux       *http.ServeMux
 	throttle  *httpguard.Throttle // of wrong tokens
@@ -103,6 +110,7 @@ func New(cfg Config) (*Handler, error) {
 		console:   cfg.Console,
 		openReads: cfg.OpenReads,
 		remote:    cfg.AllowRemote,
+		tls:       cfg.TLS,
 		log:       cfg.Logger,
 		throttle:  httpguard.NewThrottle(httpguard.DefaultBurst, httpguard.DefaultEvery, nil),
 	}

@@ -307,6 +307,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpguard.Misdirected(w)
 		return
 	}
+	if httpguard.RemotePlain(r) {
+		// A session cookie, a token or a login would cross the network
+		// in the clear.
+		h.log.Warn("console: request refused: plain HTTP on an address other than loopback", "path", r.URL.Path, "remote", r.RemoteAddr)
+		httpguard.PlainRefused(w)
+		return
+	}
 	hd := w.Header()
 	// Record contents are hostile: no inline script or style runs, and
 	// nothing loads from elsewhere.
@@ -437,9 +444,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 
 // secure reports whether the browser reached the console over TLS: its
 // own, or that of a proxy in front, which says so in X-Forwarded-Proto.
-func secure(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0]), "https")
-}
+func secure(r *http.Request) bool { return httpguard.Secure(r) }
 
 // page is what every template gets.
 type page struct {

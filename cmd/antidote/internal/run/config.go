@@ -57,10 +57,18 @@ type runLog struct {
 }
 
 type runAdmin struct {
-	Address     string `yaml:"address"`
-	Token       string `yaml:"token"`
-	OpenReads   bool   `yaml:"open-reads"`
-	AllowRemote bool   `yaml:"allow-remote"`
+	Address     string       `yaml:"address"`
+	Token       string       `yaml:"token"`
+	OpenReads   bool         `yaml:"open-reads"`
+	AllowRemote bool         `yaml:"allow-remote"`
+	TLS         *runAdminTLS `yaml:"tls"`
+}
+
+// runAdminTLS is the certificate the admin API and its console serve
+// HTTPS with: required on an address other than loopback.
+type runAdminTLS struct {
+	CertFile string `yaml:"cert-file"`
+	KeyFile  string `yaml:"key-file"`
 }
 
 type runPipeline struct {
@@ -340,6 +348,13 @@ func (p *runPlan) validateTop() error {
 		host, _, _ := net.SplitHostPort(a.Address)
 		if ip := net.ParseIP(host); !a.AllowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return d.errAt("admin.address", "%q is not a loopback address: the admin API controls the consumers, so set allow-remote: true (and keep the token secret) to serve it there", a.Address)
+		}
+		if t := a.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "") {
+			return d.errAt("admin.tls", "cert-file and key-file are both required: the PEM files of the certificate and its key")
+		}
+		// An empty host listens on 127.0.0.1 (admin.Handler.Listen).
+		if ip := net.ParseIP(host); a.TLS == nil && host != "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return d.errAt("admin.address", "%q is not a loopback address: the console under /ui/ is served there over TLS only (its logins and session cookies would cross the network in the clear); set admin.tls.cert-file and admin.tls.key-file", a.Address)
 		}
 	}
 	if r := c.SchemaRegistry; r != nil {

@@ -68,6 +68,8 @@ func TestRunConfigErrors(t *testing.T) {
 		{"aes without keys", strings.Replace(pipelineYAML, "      format: json\n", "      format: json\n      stages: [{type: aes-gcm}]\n", 1), "f.yaml:9: pipelines[0].value.stages[0].keys: required"},
 		{"stage typo", strings.Replace(pipelineYAML, "      format: json\n", "      format: json\n      stages: [{type: gzp}]\n", 1), `pipelines[0].value.stages[0].type: "gzp" is not one of gzip, zstd, aes-gcm (did you mean gzip?)`},
 		{"remote admin", pipelineYAML + "admin: {address: 0.0.0.0:9180}\n", `f.yaml:12: admin.address: "0.0.0.0:9180" is not a loopback address`},
+		{"remote admin without TLS", pipelineYAML + "admin: {address: 0.0.0.0:9180, allow-remote: true}\n", `admin.address: "0.0.0.0:9180" is not a loopback address: the console under /ui/ is served there over TLS only (its logins and session cookies would cross the network in the clear); set admin.tls.cert-file and admin.tls.key-file`},
+		{"half a certificate", pipelineYAML + "admin: {address: 0.0.0.0:9180, allow-remote: true, tls: {cert-file: c.pem}}\n", `admin.tls: cert-file and key-file are both required`},
 		{"kafka and context", pipelineYAML + "context: prod\n", "f.yaml:12: context: give the connection once"},
 		{"bad header name", strings.Replace(pipelineYAML, "        url:", "        headers: {\"Bad Name\": x}\n        url:", 1), `pipelines[0].sink.http.headers.Bad Name: "Bad Name" is not an HTTP header name`},
 		{"reserved header", strings.Replace(pipelineYAML, "        url:", "        headers: {Antidote-Topic: x}\n        url:", 1), "pipelines[0].sink.http.headers.Antidote-Topic: Antidote-Topic is set from each record"},

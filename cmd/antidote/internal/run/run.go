@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -495,7 +496,17 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 	if err != nil {
 		return nil, err
 	}
+	var tlsCfg *tls.Config
+	if t := a.TLS; t != nil {
+		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			con.Close()
+			return nil, fmt.Errorf("admin.tls: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
 	h, err := admin.New(admin.Config{
+		TLS:         tlsCfg,
 		Consumers:   cs,
 		Token:       tok,
 		Console:     con,
@@ -518,7 +529,11 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 		defer close(done)
 		_ = h.Serve(ctx, ln)
 	}()
-	log.Info("admin API and /metrics", "url", "http://"+ln.Addr().String(), "pipelines", rt.order)
+	scheme := "http://"
+	if tlsCfg != nil {
+		scheme = "https://"
+	}
+	log.Info("admin API and /metrics", "url", scheme+ln.Addr().String(), "pipelines", rt.order)
 	return func() {
 		cancel()
 		select {
