@@ -111,4 +111,3 @@ func TestAdminConsoleTLS(t *testing.T) {
 		t.Errorf("login at %s: %d %s, cookies %v; want 303 and a Secure cookie", u, resp.StatusCode, b, resp.Cookies())
 	}
 }
-
