@@ -29,6 +29,7 @@ import (
 	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
 	"github.com/antidote-kafka/antidote/console"
+	"github.com/antidote-kafka/antidote/console/oidc"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/metrics/prom"
 	"github.com/antidote-kafka/antidote/serde/avro"
@@ -489,10 +490,21 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 		}
 		log.Warn("admin API and console: no token set; generated one for this process, in a file only this user can read (set admin.token or "+admin.EnvToken+" to choose it)", "token_file", file)
 	}
-	con, err := console.New(console.Config{
+	ccfg := console.Config{
 		ClientOpts: append([]kgo.Opt{kgo.SeedBrokers(rt.conn.brokers...)}, rt.conn.opts...),
-		Consumers:  cs, Token: tok, Prefix: "/ui/", Logger: log,
-	})
+		Consumers:  cs, Token: tok, Prefix: "/ui/", Logger: log, URL: a.URL,
+	}
+	if o := a.OIDC; o != nil {
+		login, err := cli.OIDCLogin(context.Background(), oidc.Config{
+			Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret, RoleClaim: o.RoleClaim,
+			Operators: o.Operators, Viewers: o.Viewers, Label: o.Label,
+		}, o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("admin.oidc: %w", err)
+		}
+		ccfg.Login = login
+	}
+	con, err := console.New(ccfg)
 	if err != nil {
 		return nil, err
 	}

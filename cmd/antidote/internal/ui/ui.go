@@ -37,6 +37,8 @@ func NewCommand() *cobra.Command {
 	var (
 		listen, registryURL, token string
 		certFile, keyFile          string
+		publicURL                  string
+		oc                         oidcFlags
 		topics                     []string
 		hideValues                 bool
 	)
@@ -57,11 +59,21 @@ for a token:
 --token, else the environment variable ` + admin.EnvToken + ` (the admin API's, so
 that one token opens both), else a random one printed at start.
 --registry decodes Avro keys and values through a schema registry;
---hide-values shows keys and values as their size and SHA-256 only.`,
+--hide-values shows keys and values as their size and SHA-256 only.
+
+With --oidc-issuer, the login page also logs in through an OpenID Connect
+provider (authorization code with PKCE): the users in --oidc-operators groups
+are operators, those in --oidc-viewers viewers (they read, and every action is
+refused them); the token's users are operators. Register --url followed by
+login/callback as the client's redirect URL at the provider. Every operator
+action is in the audit log (its page, /audit.json, and the log).`,
 		Example: `  antidote ui --context prod
   antidote ui --brokers localhost:9092 --topic orders.dlq --listen 127.0.0.1:9190
   antidote ui --context prod --registry http://localhost:8081 --hide-values
-  antidote ui --context prod --listen 0.0.0.0:9443 --https-cert console.pem --https-key console-key.pem`,
+  antidote ui --context prod --listen 0.0.0.0:9443 --https-cert console.pem --https-key console-key.pem
+  antidote ui --context prod --listen 0.0.0.0:9443 --https-cert console.pem --https-key console-key.pem \
+    --url https://antidote.example:9443/ --oidc-issuer https://dex.example --oidc-client-id antidote \
+    --oidc-client-secret-file /run/secrets/oidc --oidc-operators kafka-oncall --oidc-viewers kafka-dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tlsCfg, err := serverTLS(listen, certFile, keyFile)
@@ -89,6 +101,14 @@ that one token opens both), else a random one printed at start.
 				ClientOpts: append(opts, kgo.SeedBrokers(g.Brokers...)),
 				Topics:     topics, HideValues: hideValues, Logger: log,
 				IdleTimeout: max(g.Timeout, 10*time.Second),
+			}
+			if oc.issuer != "" {
+				if cfg.Login, err = oc.login(ctx); err != nil {
+					return err
+				}
+				cfg.URL = publicURL
+			} else if publicURL != "" {
+				cfg.URL = publicURL
 			}
 			if registryURL != "" {
 				reg, err := registry.New(registryURL)
@@ -140,6 +160,8 @@ that one token opens both), else a random one printed at start.
 	fs.StringSliceVar(&topics, "topic", nil, "dead-letter topics to list (default: the context's topic, else every topic named like one)")
 	fs.StringVar(&registryURL, "registry", "", "schema registry URL: show Avro keys and values decoded")
 	fs.BoolVar(&hideValues, "hide-values", false, "show keys, values and original header values as size and SHA-256 only")
+	fs.StringVar(&publicURL, "url", "", "the console's URL as browsers reach it, such as https://antidote.example:9443/ (default: from each request's Host)")
+	oc.add(fs)
 	_ = cmd.RegisterFlagCompletionFunc("topic", cli.CompleteTopics)
 	return cmd
 }

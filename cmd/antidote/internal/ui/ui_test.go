@@ -131,6 +131,22 @@ func TestUIRefusesRemote(t *testing.T) {
 	}
 }
 
+// TestUIOIDCFlags: a login through a provider needs a client and roles.
+func TestUIOIDCFlags(t *testing.T) {
+	c := kafkatest.New(t)
+	for args, want := range map[string]string{
+		"--oidc-issuer http://127.0.0.1:1":                                     "--oidc-client-id",
+		"--oidc-issuer http://127.0.0.1:1 --oidc-client-id a":                  "--oidc-operators or --oidc-viewers",
+		"--oidc-issuer http://127.0.0.1:1 --oidc-client-id a --oidc-viewers *": "--oidc-issuer http://127.0.0.1:1: oidc: provider",
+	} {
+		var errOut strings.Builder
+		code := runContext(context.Background(), append([]string{"ui", "--brokers", strings.Join(c.Brokers(), ","), "--listen", "127.0.0.1:0"}, strings.Fields(args)...), io.Discard, &errOut)
+		if code == cli.ExitOK || !strings.Contains(errOut.String(), want) {
+			t.Errorf("%s: exit %d: %s; want %q", args, code, errOut.String(), want)
+		}
+	}
+}
+
 // TestIntegrationUITLS: with a certificate, antidote ui serves the console
 // over TLS on an address other than loopback; a client that trusts the
 // test CA logs in, and plain HTTP gets nothing of the console.
