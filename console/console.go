@@ -297,7 +297,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"login", h.loginPage)
 	m.HandleFunc("POST "+p+"login", h.login)
 	if h.cfg.Login != nil {
-		m.HandleFunc("POST "+p+"login/start", h.loginStart)
+		m.HandleFunc("GET "+p+"login/start", h.loginStart)
 		m.HandleFunc("GET "+p+"login/callback", h.loginCallback)
 	}
 	m.HandleFunc("POST "+p+"logout", h.action(h.logout))

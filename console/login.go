@@ -23,14 +23,11 @@ func (h *Handler) redirectURL(r *http.Request) string {
 
 // loginStart sends the browser to the provider of Config.Login, with a
 // new state, nonce and PKCE verifier kept here; a cookie binds the state
-// to this browser.
+// to this browser. It is a GET, a link: the Content-Security-Policy's
+// form-action 'self' would stop a form's redirect to the provider. It
+// changes nothing but a pending login of its own.
 func (h *Handler) loginStart(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		h.fail(w, r, http.StatusBadRequest, "malformed form")
-		return
-	}
-	next := h.safeNext(r.PostForm.Get("next"))
+	next := h.safeNext(r.URL.Query().Get("next"))
 	state, p := h.sessions.begin(next)
 	u, err := h.cfg.Login.AuthURL(r.Context(), h.redirectURL(r), state, p.nonce, p.verifier)
 	if err != nil {

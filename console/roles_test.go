@@ -73,7 +73,7 @@ func (f *fakeLogin) Exchange(_ context.Context, _, code, verifier, nonce string)
 // cookie; status is the callback's.
 func (b *browser) loginVia(f *fakeLogin, user string) (*http.Cookie, int, string) {
 	b.t.Helper()
-	resp, body := b.do("POST", "/ui/login/start", url.Values{"next": {"/ui/consumers/orders"}}, nil, nil)
+	resp, body := b.do("GET", "/ui/login/start?next=%2Fui%2Fconsumers%2Forders", nil, nil, nil)
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "https://idp.example/auth?") {
 		b.t.Fatalf("login/start: %d to %q: %s", resp.StatusCode, resp.Header.Get("Location"), body)
 	}
@@ -136,7 +136,7 @@ func TestLoginProvider(t *testing.T) {
 	}
 
 	// A state this browser did not start (login CSRF), or one used twice.
-	resp, _ := b.do("POST", "/ui/login/start", url.Values{"next": {"/ui/"}}, nil, nil)
+	resp, _ := b.do("GET", "/ui/login/start?next=/ui/", nil, nil, nil)
 	u, _ := url.Parse(resp.Header.Get("Location"))
 	state := u.Query().Get("state")
 	cb := "/ui/login/callback?" + url.Values{"state": {state}, "code": {f.grant("operator", state)}}.Encode()
@@ -155,7 +155,7 @@ func TestLoginProvider(t *testing.T) {
 		t.Errorf("a user without a role: %d, session %v: %s", code, session, body)
 	}
 	// The provider's error is shown escaped.
-	resp, _ = b.do("POST", "/ui/login/start", url.Values{}, nil, nil)
+	resp, _ = b.do("GET", "/ui/login/start", nil, nil, nil)
 	u, _ = url.Parse(resp.Header.Get("Location"))
 	state = u.Query().Get("state")
 	cb = "/ui/login/callback?" + url.Values{"state": {state}, "error": {"access_denied"}, "error_description": {"<script>x</script>"}}.Encode()
