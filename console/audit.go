@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/deadletter"
 )
 
@@ -129,6 +130,13 @@ func (h *Handler) operator(name string, next http.HandlerFunc) http.HandlerFunc 
 		}
 		h.keep(e)
 	})
+}
+
+// AuditAdmin keeps a change made through the admin API that serves this
+// console ([admin.Config.Audit]) in the console's audit log.
+func (h *Handler) AuditAdmin(e admin.AuditEvent) {
+	h.keep(AuditEntry{Time: e.Time, Who: visible(e.Who), Role: RoleOperator, Remote: e.Remote,
+		Action: e.Action, Target: visible(e.Target), Status: e.Status, Result: visible(e.Result)})
 }
 
 func (h *Handler) keep(e AuditEntry) {

@@ -259,3 +259,49 @@ func TestAuditRefusals(t *testing.T) {
 		t.Errorf("audit %+v", a)
 	}
 }
+
+// TestAuditAdminAPI: the changes asked of the admin API that serves the
+// console are in the console's audit log, with their result.
+func TestAuditAdminAPI(t *testing.T) {
+	fc := &fakeConsumer{stats: consumer.Stats{Running: true, Partitions: []consumer.Partition{{Topic: "orders", Partition: 0, State: consumer.PartitionFlowing}}}}
+	con, err := console.New(console.Config{
+		ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Token: token, Prefix: "/ui/",
+		Logger: slog.New(slog.DiscardHandler), Consumers: map[string]admin.Consumer{"orders": fc},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	adm, err := admin.New(admin.Config{Consumers: map[string]admin.Consumer{"orders": fc}, Console: con, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(adm)
+	defer srv.Close()
+	post := func(path string) int {
+		req, _ := http.NewRequest("POST", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/partitions/orders/0/pause"); code != 200 {
+		t.Fatalf("pause: %d", code)
+	}
+	if code := post("/partitions/orders/x/resume"); code != 400 {
+		t.Fatalf("malformed resume: %d", code)
+	}
+	a := con.Audit()
+	if len(a) != 2 {
+		t.Fatalf("audit %+v; want the API's 2 changes", a)
+	}
+	if e := a[1]; e.Who != "admin API token" || e.Action != "pause" || e.Target != "topic orders, partition 0" || e.Status != 200 || e.Result != "ok" {
+		t.Errorf("the pause: %+v", e)
+	}
+	if e := a[0]; e.Action != "resume" || e.Status != 400 || !strings.HasPrefix(e.Result, "failed: ") || len(e.Result) < 12 {
+		t.Errorf("the malformed resume: %+v", e)
+	}
+}
