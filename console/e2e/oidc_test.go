@@ -173,6 +173,7 @@ func TestIntegrationConsoleOIDC(t *testing.T) {
 func (tb *tab) providerLogin(t *testing.T, user string) {
 	t.Helper()
 	tb.step(t, "the provider's login form", chromedp.Click("#login-oidc", chromedp.ByID), chromedp.WaitVisible("#password", chromedp.ByID))
+	tb.screenshot(t, "oidc-provider-form")
 	tb.step(t, "log in at the provider as "+user,
 		chromedp.SendKeys("#login", user, chromedp.ByID),
 		chromedp.SendKeys("#password", "password", chromedp.ByID),
