@@ -93,10 +93,14 @@ func TestIntegrationConsoleOIDC(t *testing.T) {
 	// the address the provider's client knows.
 	ca := kafkatest.NewCA(t)
 	srvTLS := ca.ServerTLS(t, cu.Hostname())
-	ln, err := net.Listen("tcp", cu.Host)
-	if err != nil {
-		t.Fatalf("the console's address %s (the provider's client sends browsers there): %v", cu.Host, err)
-	}
+	// The port is fixed (the provider's client knows it) but within the
+	// ephemeral range: an outgoing connection of this machine may hold it
+	// for a moment.
+	var ln net.Listener
+	kafkatest.WaitFor(t, 30*time.Second, "the console's address "+cu.Host+" (the provider's client sends browsers there) to be free", func() bool {
+		ln, err = net.Listen("tcp", cu.Host)
+		return err == nil
+	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(tls.NewListener(ln, srvTLS)) }()
 	t.Cleanup(func() { _ = srv.Close() })
