@@ -19,7 +19,8 @@
 #
 # Users (password "password"): operator@example.com in group kafka-oncall,
 # viewer@example.com in group kafka-dev. Client: id antidote, secret
-# antidote-test-secret, redirect DEX_CONSOLE_URL + login/callback.
+# antidote-test-secret, redirect DEX_CONSOLE_URL + login/callback (antidote ui,
+# the console package) or + ui/login/callback (the console under an admin API).
 #
 # Environment:
 #   DEX_VERSION        module version (default below)
@@ -85,6 +86,7 @@ staticClients:
     secret: antidote-test-secret
     redirectURIs:
       - '${CONSOLE_URL}login/callback'
+      - '${CONSOLE_URL}ui/login/callback'
 staticPasswords:
   # password: "password" (the hash of Dex's own examples)
   - email: operator@example.com

@@ -104,7 +104,8 @@ trap 'scripts/dex.sh stop' EXIT
 if issuer="$(scripts/dex.sh start)"; then
   echo "Dex at $issuer"
   eval "$(scripts/dex.sh env)"
-  go test -race -count=1 -v -timeout 5m -run 'IntegrationConsoleOIDC|IntegrationUIOIDC' ./console/e2e/ ./cmd/antidote/internal/ui/
+  go test -race -count=1 -v -timeout 5m -run 'IntegrationConsoleOIDC|IntegrationUIOIDC|IntegrationRunSharedConsole' \
+    ./console/e2e/ ./cmd/antidote/internal/ui/ ./cmd/antidote/internal/run/
   scripts/dex.sh stop
   unset ANTIDOTE_OIDC_ISSUER ANTIDOTE_OIDC_CONSOLE
 else

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,10 +24,7 @@ import (
 // and the client's secret from a file), verifies the ID token and starts a
 // session of an operator, by group.
 func TestIntegrationUIOIDC(t *testing.T) {
-	issuer, consoleURL := os.Getenv("ANTIDOTE_OIDC_ISSUER"), os.Getenv("ANTIDOTE_OIDC_CONSOLE")
-	if issuer == "" || consoleURL == "" {
-		t.Skip("ANTIDOTE_OIDC_ISSUER and ANTIDOTE_OIDC_CONSOLE are not set: scripts/dex.sh start, then eval \"$(scripts/dex.sh env)\"")
-	}
+	issuer, consoleURL := clitest.OIDCProvider(t)
 	c := kafkatest.New(t)
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("antidote-test-secret\n"), 0o600); err != nil {
@@ -75,32 +71,8 @@ func TestIntegrationUIOIDC(t *testing.T) {
 	bind := resp.Cookies()[0]
 
 	// The user at the provider: its login form, then back with a code.
-	jar, _ := cookiejar.New(nil)
-	idp := &http.Client{Timeout: 30 * time.Second, Jar: jar, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
-		if strings.HasPrefix(r.URL.String(), consoleURL) {
-			return http.ErrUseLastResponse // back to the console: the browser would go there
-		}
-		return nil
-	}}
-	form, err := idp.Get(auth.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(form.Body)
-	form.Body.Close()
-	if form.StatusCode != 200 || !strings.Contains(string(b), `name="password"`) {
-		t.Fatalf("the provider's login form: %d %s", form.StatusCode, b)
-	}
-	back, err := idp.PostForm(form.Request.URL.String(), url.Values{"login": {"operator@example.com"}, "password": {"password"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	back.Body.Close()
-	cb, _ := url.Parse(back.Header.Get("Location"))
-	if !strings.HasPrefix(cb.String(), consoleURL+"login/callback?") || cb.Query().Get("code") == "" {
-		t.Fatalf("the provider sent the browser to %q (%d), want the console's callback with a code", cb, back.StatusCode)
-	}
-	resp, body := get(base+"login/callback?"+cb.RawQuery, bind)
+	query := clitest.ProviderLogin(t, auth.String(), consoleURL, "operator@example.com", "password")
+	resp, body := get(base+"login/callback?"+query, bind)
 	if resp.StatusCode != 200 || !strings.Contains(body, "operator@example.com") || !strings.Contains(body, "(operator)") {
 		t.Fatalf("callback: %d %s", resp.StatusCode, body)
 	}
