@@ -305,3 +305,24 @@ func TestAuditAdminAPI(t *testing.T) {
 		t.Errorf("the malformed resume: %+v", e)
 	}
 }
+
+// TestConfigURL: Config.URL is the console's absolute URL, ending in its
+// prefix.
+func TestConfigURL(t *testing.T) {
+	for u, ok := range map[string]bool{
+		"https://antidote.example/ui/":     true,
+		"http://127.0.0.1:9180/ui/":        true,
+		"https://antidote.example/":        false, // not under /ui/
+		"/ui/":                             false,
+		"ftp://antidote.example/ui/":       false,
+		"https://antidote.example/ui/?a=b": false,
+	} {
+		h, err := console.New(console.Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Token: token, Prefix: "/ui/", URL: u, Logger: slog.New(slog.DiscardHandler)})
+		if (err == nil) != ok {
+			t.Errorf("URL %q: %v", u, err)
+		}
+		if h != nil {
+			h.Close()
+		}
+	}
+}
