@@ -55,16 +55,16 @@ the same loop guard, the same resumable progress).
 It listens on a loopback address, or on another address over TLS only
 (--https-cert and --https-key: a team shares the console without its logins
 and session cookies crossing the network in the clear). The login page asks
-for a token:
---token, else the environment variable ` + admin.EnvToken + ` (the admin API's, so
-that one token opens both), else a random one printed at start.
+for a token: --token, else the environment variable ` + admin.EnvToken + `
+(the admin API's, so that one token opens both), else a random one printed at
+start.
 --registry decodes Avro keys and values through a schema registry;
 --hide-values shows keys and values as their size and SHA-256 only.
 
 With --oidc-issuer, the login page also logs in through an OpenID Connect
 provider (authorization code with PKCE): the users in --oidc-operators groups
 are operators, those in --oidc-viewers viewers (they read, and every action is
-refused them); the token's users are operators. Register --url followed by
+refused them); whoever logs in with the token is an operator. Register --url followed by
 login/callback as the client's redirect URL at the provider. Every operator
 action is in the audit log (its page, /audit.json, and the log).`,
 		Example: `  antidote ui --context prod
