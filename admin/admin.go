@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,16 @@ type Config struct {
 	// every refused token, with the remote address. Optional. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// TLS, if set, makes [Handler.Listen] serve over TLS with it (at
+	// least a certificate). Optional. Default: plain HTTP, which Listen
+	// refuses on an address other than loopback when Console is set: its
+	// logins and session cookies would cross the network in the clear.
+	TLS *tls.Config
+	// Audit, if set, receives every change asked with the token (who,
+	// what, when, the result) once it is answered. Optional. Default: the
+	// Console's AuditAdmin when it has one (a console.Handler: its audit
+	// log then shows the API's changes beside its own).
+	Audit func(AuditEvent)
 	// Console, if set, is served under /ui/: the web console (package
 	// console, created with Prefix "/ui/"), which has its own login page
 	// and CSRF protection. Optional. Default: /ui/ answers 404.
@@ -87,6 +98,8 @@ type Handler struct {
 	console   http.Handler
 	openReads bool
 	remote    bool
+	tls       *tls.Config
+	audit     func(AuditEvent)
 	log       *slog.Logger
 	mux       *http.ServeMux
 	throttle  *httpguard.Throttle // of wrong tokens
@@ -103,6 +116,8 @@ func New(cfg Config) (*Handler, error) {
 		console:   cfg.Console,
 		openReads: cfg.OpenReads,
 		remote:    cfg.AllowRemote,
+		tls:       cfg.TLS,
+		audit:     cfg.Audit,
 		log:       cfg.Logger,
 		throttle:  httpguard.NewThrottle(httpguard.DefaultBurst, httpguard.DefaultEvery, nil),
 	}
@@ -123,6 +138,9 @@ func New(cfg Config) (*Handler, error) {
 	tok, generated := cfg.Token, false
 	if tok == "" {
 		tok = strings.TrimSpace(os.Getenv(EnvToken))
+	}
+	if a, ok := cfg.Console.(interface{ AuditAdmin(AuditEvent) }); ok && h.audit == nil {
+		h.audit = a.AuditAdmin
 	}
 	con, _ := cfg.Console.(interface{ Token() string })
 	if tok == "" && con != nil {
@@ -158,12 +176,12 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /readyz", h.readyz)
 	m.HandleFunc("GET /stats", h.read(h.stats))
 	m.HandleFunc("GET /metrics", h.read(h.serveMetrics))
-	m.HandleFunc("POST /retry", h.write(h.retry))
-	m.HandleFunc("POST /partitions/{topic}/{partition}/skip", h.write(h.skip))
-	m.HandleFunc("POST /partitions/{topic}/{partition}/deadletter", h.write(h.deadLetter))
-	m.HandleFunc("POST /partitions/{topic}/{partition}/pause", h.write(h.pause))
-	m.HandleFunc("POST /partitions/{topic}/{partition}/resume", h.write(h.resume))
-	m.HandleFunc("POST /flood/resume", h.write(h.resumeFlood))
+	m.HandleFunc("POST /retry", h.write(h.audited("retry", h.retry)))
+	m.HandleFunc("POST /partitions/{topic}/{partition}/skip", h.write(h.audited("skip", h.skip)))
+	m.HandleFunc("POST /partitions/{topic}/{partition}/deadletter", h.write(h.audited("dead-letter", h.deadLetter)))
+	m.HandleFunc("POST /partitions/{topic}/{partition}/pause", h.write(h.audited("pause", h.pause)))
+	m.HandleFunc("POST /partitions/{topic}/{partition}/resume", h.write(h.audited("resume", h.resume)))
+	m.HandleFunc("POST /flood/resume", h.write(h.audited("flood-resume", h.resumeFlood)))
 	// The same paths with any other method: 405 with a JSON body (the
 	// mux's own answer is plain text).
 	for path, allow := range map[string]string{

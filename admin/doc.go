@@ -53,7 +53,8 @@
 //     /healthz and /readyz are always open: they say nothing but up or
 //     ready.
 //   - Every change, and every refused token, is logged with the remote
-//     address.
+//     address. [Config.Audit] receives every change with its result; with
+//     a console under /ui/, its audit log does by default.
 //
 // # Errors
 //

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +14,9 @@ import (
 // without a host (":9180") listens on 127.0.0.1, "localhost" on 127.0.0.1,
 // and a host that is not a loopback address is refused with an error
 // wrapping [ErrConfig] unless [Config.AllowRemote] is set. Port 0 picks a
-// free port (see the listener's Addr).
+// free port (see the listener's Addr). With [Config.TLS] the listener
+// serves TLS; without it, an address other than loopback is refused when
+// the handler serves a console ([Config.Console]).
 func (h *Handler) Listen(addr string) (net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -27,7 +30,14 @@ func (h *Handler) Listen(addr string) (net.Listener, error) {
 	if !h.remote && (ip == nil || !ip.IsLoopback()) {
 		return nil, configErr("addr", fmt.Sprintf("%q is not a loopback address; set Config.AllowRemote to listen on it", addr))
 	}
-	return net.Listen("tcp", net.JoinHostPort(host, port))
+	if h.tls == nil && h.console != nil && (ip == nil || !ip.IsLoopback()) {
+		return nil, configErr("TLS", fmt.Sprintf("%q is not a loopback address: the console under /ui/ is served there over TLS only (its logins and session cookies would cross the network in the clear); set Config.TLS with a certificate", addr))
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil || h.tls == nil {
+		return ln, err
+	}
+	return tls.NewListener(ln, h.tls), nil
 }
 
 // Serve serves the handler on ln until ctx ends, then shuts the server

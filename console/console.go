@@ -92,6 +92,20 @@ type Config struct {
 	// use. Optional; defaults [DefaultSessionIdle], [DefaultSessionMax].
 	SessionIdle time.Duration
 	SessionMax  time.Duration
+	// Login, when set, adds a way to log in beside the token, such as
+	// OpenID Connect (package console/oidc): its users are viewers or
+	// operators, as it says. Optional.
+	Login Login
+	// URL is the console's address as browsers reach it, with the
+	// prefix and a trailing slash (https://antidote.example/ui/): the
+	// provider of Login sends them back to URL + "login/callback", which
+	// it must know. Optional; default: the scheme and Host of the request
+	// followed by Prefix.
+	URL string
+	// AuditSize is how many operator actions the audit log keeps (its
+	// page and [Handler.Audit]); each is also logged. Optional; default
+	// [DefaultAuditSize].
+	AuditSize int
 	// Logger receives a line for every action (redrive, kill switch,
 	// skip, pause) and every refused login, with the remote address.
 	// Optional; default slog.Default().
@@ -124,10 +138,15 @@ type Handler struct {
 
 	jobs     *jobs
 	throttle *httpguard.Throttle // of wrong tokens
+	audit    *auditLog
 }
 
-// cookieName is the session cookie.
-const cookieName = "antidote_console"
+// cookieName is the session cookie; loginCookie binds a login at the
+// provider to the browser that started it.
+const (
+	cookieName  = "antidote_console"
+	loginCookie = "antidote_login"
+)
 
 // New validates cfg and returns the console.
 func New(cfg Config) (*Handler, error) {
@@ -158,12 +177,21 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.SessionMax <= 0 {
 		cfg.SessionMax = DefaultSessionMax
 	}
+	if cfg.AuditSize <= 0 {
+		cfg.AuditSize = DefaultAuditSize
+	}
+	if cfg.URL != "" {
+		u, err := url.Parse(cfg.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !strings.HasSuffix(u.Path, cfg.Prefix) || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("console: Config.URL %q: want the console's URL as browsers reach it, such as https://antidote.example%s", cfg.URL, cfg.Prefix)
+		}
+	}
 	for _, t := range cfg.Topics {
 		if !validTopic(t) {
 			return nil, fmt.Errorf("console: Config.Topics: %q is not a legal topic name", t)
 		}
 	}
-	h := &Handler{cfg: cfg, prefix: cfg.Prefix, log: cfg.Logger, jobs: newJobs(),
+	h := &Handler{cfg: cfg, prefix: cfg.Prefix, log: cfg.Logger, jobs: newJobs(), audit: &auditLog{size: cfg.AuditSize},
 		throttle: httpguard.NewThrottle(httpguard.DefaultBurst, httpguard.DefaultEvery, nil)}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -268,21 +296,27 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"{$}", h.auth(h.topicsPage))
 	m.HandleFunc("GET "+p+"login", h.loginPage)
 	m.HandleFunc("POST "+p+"login", h.login)
+	if h.cfg.Login != nil {
+		m.HandleFunc("GET "+p+"login/start", h.loginStart)
+		m.HandleFunc("GET "+p+"login/callback", h.loginCallback)
+	}
 	m.HandleFunc("POST "+p+"logout", h.action(h.logout))
+	m.HandleFunc("GET "+p+"audit", h.auth(h.auditPage))
+	m.HandleFunc("GET "+p+"audit.json", h.auth(h.auditJSON))
 	m.Handle("GET "+p+"static/", h.static)
 	m.HandleFunc("GET "+p+"topics", h.auth(h.openTopic))
 	m.HandleFunc("GET "+p+"topics/{topic}", h.auth(h.topicPage))
 	m.HandleFunc("GET "+p+"topics/{topic}/letters/{partition}/{offset}", h.auth(h.letterPage))
-	m.HandleFunc("POST "+p+"topics/{topic}/redrive", h.action(h.redrive))
+	m.HandleFunc("POST "+p+"topics/{topic}/redrive", h.operator("redrive", h.redrive))
 	m.HandleFunc("GET "+p+"jobs/{id}", h.auth(h.jobPage))
-	m.HandleFunc("POST "+p+"jobs/{id}/stop", h.action(h.stopJob))
+	m.HandleFunc("POST "+p+"jobs/{id}/stop", h.operator("redrive-stop", h.stopJob))
 	m.HandleFunc("GET "+p+"consumers/{name}", h.auth(h.consumerPage))
-	m.HandleFunc("POST "+p+"consumers/{name}/retry", h.action(h.setRetry))
-	m.HandleFunc("POST "+p+"consumers/{name}/skip", h.action(h.skip))
-	m.HandleFunc("POST "+p+"consumers/{name}/deadletter", h.action(h.deadLetter))
-	m.HandleFunc("POST "+p+"consumers/{name}/pause", h.action(h.pause))
-	m.HandleFunc("POST "+p+"consumers/{name}/resume", h.action(h.resume))
-	m.HandleFunc("POST "+p+"consumers/{name}/flood/resume", h.action(h.resumeFlood))
+	m.HandleFunc("POST "+p+"consumers/{name}/retry", h.operator("retry", h.setRetry))
+	m.HandleFunc("POST "+p+"consumers/{name}/skip", h.operator("skip", h.skip))
+	m.HandleFunc("POST "+p+"consumers/{name}/deadletter", h.operator("dead-letter", h.deadLetter))
+	m.HandleFunc("POST "+p+"consumers/{name}/pause", h.operator("pause", h.pause))
+	m.HandleFunc("POST "+p+"consumers/{name}/resume", h.operator("resume", h.resume))
+	m.HandleFunc("POST "+p+"consumers/{name}/flood/resume", h.operator("flood-resume", h.resumeFlood))
 	m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "no such page")
 	})
@@ -305,6 +339,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// loopback listener by a name of its own.
 		h.log.Warn("console: request refused: foreign Host on a loopback listener", "host", deadletter.Truncate(r.Host, 100), "path", r.URL.Path, "remote", r.RemoteAddr)
 		httpguard.Misdirected(w)
+		return
+	}
+	if httpguard.RemotePlain(r) {
+		// A session cookie, a token or a login would cross the network
+		// in the clear.
+		h.log.Warn("console: request refused: plain HTTP on an address other than loopback", "path", r.URL.Path, "remote", r.RemoteAddr)
+		httpguard.PlainRefused(w)
 		return
 	}
 	hd := w.Header()
@@ -367,7 +408,17 @@ func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, http.StatusOK, "login", map[string]any{"Next": h.safeNext(r.URL.Query().Get("next"))})
+	h.render(w, r, http.StatusOK, "login", h.loginData(h.safeNext(r.URL.Query().Get("next")), ""))
+}
+
+// loginData is what the login page shows: the token's form, the button of
+// Login, and an error.
+func (h *Handler) loginData(next, errMsg string) map[string]any {
+	d := map[string]any{"Next": next, "Error": errMsg}
+	if h.cfg.Login != nil {
+		d["Login"] = h.cfg.Login.Label()
+	}
+	return d
 }
 
 // safeNext keeps a redirect inside the console: a path under the prefix,
@@ -405,23 +456,27 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := h.throttle.Take(); !ok {
 		h.log.Warn("console: login refused: too many wrong tokens", "remote", r.RemoteAddr)
 		httpguard.RetryAfter(w, wait)
-		h.render(w, r, http.StatusTooManyRequests, "login", map[string]any{"Next": next,
-			"Error": fmt.Sprintf("too many wrong tokens: try again in %s", wait.Round(time.Second))})
+		h.render(w, r, http.StatusTooManyRequests, "login", h.loginData(next, fmt.Sprintf("too many wrong tokens: try again in %s", wait.Round(time.Second))))
 		return
 	}
 	if !h.tokenOK(strings.TrimSpace(r.PostForm.Get("token"))) {
 		h.log.Warn("console: login refused: wrong token", "remote", r.RemoteAddr)
-		h.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "wrong token"})
+		h.render(w, r, http.StatusUnauthorized, "login", h.loginData(next, "wrong token"))
 		return
 	}
 	h.throttle.Give()
-	sess := h.sessions.start()
+	h.startSession(w, r, "token", RoleOperator)
+	h.log.Info("console: logged in", "who", "token", "remote", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// startSession starts a session and sets its cookie.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, who string, role Role) {
+	sess := h.sessions.start(who, role)
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: sess.id, Path: h.prefix,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r),
 	})
-	h.log.Info("console: logged in", "remote", r.RemoteAddr)
-	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // logout ends the session on the server: its cookie, wherever a copy of
@@ -437,17 +492,18 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 
 // secure reports whether the browser reached the console over TLS: its
 // own, or that of a proxy in front, which says so in X-Forwarded-Proto.
-func secure(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0]), "https")
-}
+func secure(r *http.Request) bool { return httpguard.Secure(r) }
 
 // page is what every template gets.
 type page struct {
-	Title  string
-	Prefix string
-	CSRF   string
-	Hidden bool // HideValues
-	Data   any
+	Title    string
+	Prefix   string
+	CSRF     string
+	Hidden   bool // HideValues
+	Who      string
+	Role     Role
+	Operator bool // may act: the buttons of actions are enabled
+	Data     any
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
@@ -458,6 +514,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	p := page{Prefix: h.prefix, Hidden: h.cfg.HideValues, Data: data}
 	if c, ok := h.callerOf(r); ok {
 		p.CSRF = c.csrf()
+		p.Who, p.Role, p.Operator = c.who(), c.role(), c.role() == RoleOperator
 	}
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout", p); err != nil {
@@ -472,6 +529,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 // fail renders an error page.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	noteResult(r, msg)
 	h.render(w, r, status, "error", map[string]any{"Status": status, "Text": http.StatusText(status), "Message": msg})
 }
 

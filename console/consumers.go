@@ -106,6 +106,7 @@ func (h *Handler) afterAction(w http.ResponseWriter, r *http.Request, name strin
 		case errors.Is(err, consumer.ErrNotStuck), errors.Is(err, consumer.ErrNotFlooded):
 			status = http.StatusConflict
 		}
+		noteResult(r, err.Error())
 		h.renderConsumer(w, r, status, name, c, "", err.Error())
 		return
 	}
@@ -188,7 +189,8 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	who := "console, " + r.RemoteAddr
+	caller, _ := h.callerOf(r)
+	who := "console, " + caller.who() + ", " + r.RemoteAddr
 	err := c.DeadLetter(topic, p, o, who)
 	if err != nil {
 		h.log.Warn("console: dead letter refused", "consumer", name, "topic", topic, "partition", p, "offset", o, "remote", r.RemoteAddr, "err", err)

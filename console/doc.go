@@ -11,13 +11,17 @@
 // franz-go and the deadletter and admin packages. Pages are rendered on the
 // server with html/template; every asset is embedded (go:embed), the chart
 // is SVG drawn by the server, and the only script picks every letter of a
-// page. Serve it with antidote ui, mount it on the admin API
-// ([admin.Config.Console], under /ui/), or on a server of your own.
+// page (and goes on from the page a provider's login ends on). Serve it
+// with antidote ui, mount it on the admin API ([admin.Config.Console],
+// under /ui/), or on a server of your own.
 //
 // # Safe by default
 //
-//   - Listen on loopback, as the admin API does (antidote ui refuses
-//     another address).
+//   - Listen on loopback, as the admin API does; on another address, over
+//     TLS only: a request over plain HTTP that reaches the console on a
+//     listener other than loopback is answered 403 with what to do
+//     (antidote ui refuses such an address without --https-cert;
+//     admin.Handler.Listen without admin.Config.TLS).
 //   - A login page asks for the token ([Config.Token], else
 //     ANTIDOTE_ADMIN_TOKEN, else a random one logged once) and starts a
 //     session: a random id kept by the server, in an HttpOnly,
@@ -38,6 +42,21 @@
 //     loopback address (DNS rebinding) is answered 421.
 //   - The Content-Security-Policy forbids inline scripts and styles and
 //     anything from elsewhere; frames are refused.
+//
+// # A console a team shares
+//
+// [Config.Login] adds a login beside the token, such as OpenID Connect
+// (package console/oidc, a module of its own): the authorization code
+// flow with PKCE, whose state, nonce and verifier the console keeps for
+// ten minutes, the state bound to the browser by a cookie and accepted
+// once. Its users are viewers or operators ([Role]); the token's callers
+// are operators. A viewer reads every page; every operator action
+// (redrive, stop a redrive, the kill switch, skip, dead-letter, pause,
+// resume, the flood guard) is greyed out in their pages and answered 403
+// with why. Each operator action, and each refused try, is kept in an
+// audit log of the last [Config.AuditSize] ([AuditEntry]: who, role,
+// what, on what, when, the result), logged at Warn, shown at audit and
+// served as JSON at audit.json ([Handler.Audit]).
 //
 // # Record contents are hostile
 //

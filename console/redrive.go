@@ -123,6 +123,9 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if err != nil {
 			d.Error, status = strings.ReplaceAll(err.Error(), "deadletter: ", ""), http.StatusBadGateway
+			noteResult(r, d.Error)
+		} else {
+			noteResult(r, fmt.Sprintf("dry run: %d to redrive", res.Redriven))
 		}
 		h.render(w, r, status, "dryrun", d)
 	case "redrive":
@@ -135,6 +138,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusServiceUnavailable, err.Error())
 			return
 		}
+		noteResult(r, "started redrive "+j.ID)
 		http.Redirect(w, r, h.prefix+"jobs/"+j.ID, http.StatusSeeOther)
 	default:
 		h.fail(w, r, http.StatusBadRequest, "action: want dry-run or redrive")

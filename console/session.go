@@ -27,6 +27,8 @@ const maxSessions = 1000
 type session struct {
 	id, csrf      string
 	created, seen time.Time
+	who           string // the token, or the provider's user
+	role          Role
 }
 
 // sessions are the console's sessions, server-side: a session ends at
@@ -35,12 +37,61 @@ type sessions struct {
 	idle, max time.Duration
 	now       func() time.Time
 
-	mu   sync.Mutex
-	byID map[string]*session
+	mu      sync.Mutex
+	byID    map[string]*session
+	pending map[string]*pending // logins at the provider, by state
 }
 
+// pending is a login sent to the provider: its state (the key), and what
+// the callback checks and needs.
+type pending struct {
+	nonce, verifier, next string
+	created               time.Time
+}
+
+// pendingTTL bounds how long a login may stay at the provider, and
+// maxPending how many may be there at once (more ends the oldest).
+const (
+	pendingTTL = 10 * time.Minute
+	maxPending = 1000
+)
+
 func newSessions(idle, max time.Duration) *sessions {
-	return &sessions{idle: idle, max: max, now: time.Now, byID: map[string]*session{}}
+	return &sessions{idle: idle, max: max, now: time.Now, byID: map[string]*session{}, pending: map[string]*pending{}}
+}
+
+// begin keeps a login sent to the provider and returns its state.
+func (ss *sessions) begin(next string) (state string, p *pending) {
+	now := ss.now()
+	state = random()
+	p = &pending{nonce: random(), verifier: random(), next: next, created: now}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var oldest string
+	for st, old := range ss.pending {
+		if now.Sub(old.created) >= pendingTTL {
+			delete(ss.pending, st)
+		} else if oldest == "" || old.created.Before(ss.pending[oldest].created) {
+			oldest = st
+		}
+	}
+	if len(ss.pending) >= maxPending {
+		delete(ss.pending, oldest)
+	}
+	ss.pending[state] = p
+	return state, p
+}
+
+// finish returns the pending login of state once, or nil.
+func (ss *sessions) finish(state string) *pending {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	p := ss.pending[state]
+	delete(ss.pending, state)
+	if p == nil || ss.now().Sub(p.created) >= pendingTTL {
+		return nil
+	}
+	return p
 }
 
 func random() string {
@@ -49,10 +100,10 @@ func random() string {
 	return hex.EncodeToString(b[:])
 }
 
-// start begins a session.
-func (ss *sessions) start() *session {
+// start begins a session of who, with role.
+func (ss *sessions) start(who string, role Role) *session {
 	now := ss.now()
-	s := &session{id: random(), csrf: random(), created: now, seen: now}
+	s := &session{id: random(), csrf: random(), created: now, seen: now, who: who, role: role}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for id, old := range ss.byID {
@@ -110,6 +161,22 @@ func (ss *sessions) end(id string) {
 type caller struct {
 	s      *session
 	bearer bool
+}
+
+// who is the caller's name for the audit log.
+func (c caller) who() string {
+	if c.s != nil {
+		return c.s.who
+	}
+	return "token (bearer)"
+}
+
+// role is what the caller may do: the token's callers are operators.
+func (c caller) role() Role {
+	if c.s != nil {
+		return c.s.role
+	}
+	return RoleOperator
 }
 
 type callerKey struct{}

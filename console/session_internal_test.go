@@ -12,7 +12,7 @@ func TestSessionExpiry(t *testing.T) {
 	ss := newSessions(30*time.Minute, 2*time.Hour)
 	ss.now = func() time.Time { return now }
 
-	idle := ss.start()
+	idle := ss.start("token", RoleOperator)
 	now = now.Add(29 * time.Minute)
 	if ss.get(idle.id) == nil {
 		t.Fatal("a session used 29 minutes ago ended (idle 30m)")
@@ -22,7 +22,7 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatal("a session unused for 30 minutes lives on")
 	}
 
-	busy := ss.start()
+	busy := ss.start("token", RoleOperator)
 	for range 7 { // used every 20 minutes, for 2h20m
 		now = now.Add(20 * time.Minute)
 		if s := ss.get(busy.id); s == nil && now.Sub(busy.created) < 2*time.Hour {
@@ -36,5 +36,34 @@ func TestSessionExpiry(t *testing.T) {
 	}
 	if ss.get("short") != nil || ss.get("") != nil {
 		t.Error("a malformed id found a session")
+	}
+}
+
+// TestPendingLogins: a login at the provider comes back once, within
+// pendingTTL; an unknown state finds nothing.
+func TestPendingLogins(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	ss := newSessions(30*time.Minute, 2*time.Hour)
+	ss.now = func() time.Time { return now }
+	state, p := ss.begin("/ui/consumers/orders")
+	if got := ss.finish(state); got != p || got.next != "/ui/consumers/orders" || len(got.verifier) < 43 || got.nonce == "" {
+		t.Fatalf("finish: %+v", got)
+	}
+	if ss.finish(state) != nil {
+		t.Fatal("a state came back twice")
+	}
+	if ss.finish("unknown") != nil {
+		t.Fatal("an unknown state found a login")
+	}
+	late, _ := ss.begin("/ui/")
+	now = now.Add(pendingTTL)
+	if ss.finish(late) != nil {
+		t.Fatal("a login came back after pendingTTL")
+	}
+	for range maxPending + 10 {
+		ss.begin("/ui/")
+	}
+	if len(ss.pending) > maxPending {
+		t.Errorf("%d pending logins kept, bound %d", len(ss.pending), maxPending)
 	}
 }

@@ -10,7 +10,9 @@
 #     (scripts/imagecheck.sh: its contents, and the demo in it under podman,
 #     installed when missing with CI=true) and the Helm chart
 #     (scripts/chartcheck.sh: helm lint and template, the rendered manifests)
-#  3. go test -race on the in-process kfake cluster
+#  3. go test -race on the in-process kfake cluster; then the console's login
+#     through a real OpenID Connect provider (Dex, scripts/dex.sh: built from
+#     the Go module proxy, cached) in Chromium, the console over TLS
 #  4. starts a real Apache Kafka broker (scripts/kafka.sh) and runs the
 #     integration tests (every test named *Integration*) again against it,
 #     then the trace test against a real OpenTelemetry Collector
@@ -100,6 +102,21 @@ scripts/chartcheck.sh
 
 step "go test -race work (kfake, in-process)"
 go test -race -timeout "$TIMEOUT" work
+
+step "console login through a real OpenID provider (Dex, scripts/dex.sh) in Chromium"
+trap 'scripts/dex.sh stop' EXIT
+if issuer="$(scripts/dex.sh start)"; then
+  echo "Dex at $issuer"
+  eval "$(scripts/dex.sh env)"
+  go test -race -count=1 -v -timeout 5m -run 'IntegrationConsoleOIDC|IntegrationUIOIDC|IntegrationRunSharedConsole' \
+    ./console/e2e/ ./cmd/antidote/internal/ui/ ./cmd/antidote/internal/run/
+  scripts/dex.sh stop
+  unset ANTIDOTE_OIDC_ISSUER ANTIDOTE_OIDC_CONSOLE
+else
+  if [ "${CI:-}" = true ]; then echo "CI=true and Dex did not start: the OpenID login test is mandatory"; exit 1; fi
+  echo "WARNING: Dex did not start (see above); the OpenID login test skipped (CI=true makes this an error)"
+fi
+trap - EXIT
 
 if [ "${SKIP_REAL_KAFKA:-}" = 1 ] && [ "${CI:-}" != true ]; then
   echo "SKIP_REAL_KAFKA=1: integration tests against a real broker skipped"; exit 0

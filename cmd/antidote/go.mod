@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/antidote-kafka/antidote v0.1.0
+	github.com/antidote-kafka/antidote/console/oidc v0.1.0
 	github.com/antidote-kafka/antidote/metrics/prom v0.1.0
 	github.com/antidote-kafka/antidote/serde/avro v0.1.0
 	github.com/antidote-kafka/antidote/serde/jsonschema v0.1.0
@@ -27,6 +28,12 @@ require (
 )
 
 require (
+	github.com/coreos/go-oidc/v3 v3.19.0 // indirect
+	github.com/go-jose/go-jose/v4 v4.1.4 // indirect
+	golang.org/x/oauth2 v0.38.0 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bufbuild/protocompile v0.14.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -42,7 +49,7 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect

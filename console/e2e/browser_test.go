@@ -50,6 +50,14 @@ func newTab(t *testing.T, h http.Handler, path string) *tab {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	return browse(t, srv.URL+path)
+}
+
+// browse starts a headless Chromium for t, closed when t ends, with a
+// profile of its own (no cookie shared with another tab), for the console
+// at base; extra adds flags.
+func browse(t *testing.T, base string, extra ...chromedp.ExecAllocatorOption) *tab {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox, // the test may run as root
@@ -57,11 +65,12 @@ func newTab(t *testing.T, h http.Handler, path string) *tab {
 		chromedp.WindowSize(1400, 1000),
 		chromedp.Flag("lang", "en-US"),
 	)
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
 	ctx, cancelC := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
-	tb := &tab{ctx: ctx, base: srv.URL + path}
+	tb := &tab{ctx: ctx, base: base}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
 			tb.dialogs.Add(1)

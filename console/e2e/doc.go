@@ -9,4 +9,10 @@
 // tests skip, unless CI=true (scripts/test.sh installs Chromium). With
 // ANTIDOTE_SCREENSHOTS=DIR the tests write screenshots of the main pages
 // into DIR (make screenshots puts two of them in docs/).
+//
+// TestIntegrationConsoleOIDC logs in through a real OpenID Connect provider
+// by its own login form: the Dex of scripts/dex.sh, whose issuer and the
+// console URL its client accepts are ANTIDOTE_OIDC_ISSUER and
+// ANTIDOTE_OIDC_CONSOLE (eval "$(scripts/dex.sh env)"); without them it
+// skips.
 package e2e

@@ -25,6 +25,34 @@ func ForeignHost(r *http.Request) bool {
 	return !LoopbackHost(r.Host)
 }
 
+// RemotePlain reports whether r came in over plain HTTP on a listener that
+// is not on loopback: a password, a token or a session cookie would cross
+// the network in the clear. A request over TLS, or through a proxy that
+// terminated TLS and says so (X-Forwarded-Proto: https), is not; nor is a
+// request whose listener is unknown (a handler called without a server).
+func RemotePlain(r *http.Request) bool {
+	if Secure(r) {
+		return false
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && !loopbackAddr(local)
+}
+
+// Secure reports whether the browser reached the server over TLS: its
+// own, or that of a proxy in front, which says so in X-Forwarded-Proto.
+func Secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0]), "https")
+}
+
+// PlainRefused answers a request that [RemotePlain] refused.
+func PlainRefused(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = w.Write([]byte("403 forbidden: this console is served on an address other than loopback, so over TLS only: open it with https://, " +
+		"or serve it with a certificate (antidote ui --https-cert and --https-key; admin.tls in antidote run), " +
+		"or behind a proxy that terminates TLS and sends X-Forwarded-Proto: https\n"))
+}
+
 func loopbackAddr(a net.Addr) bool {
 	switch a := a.(type) {
 	case *net.TCPAddr:

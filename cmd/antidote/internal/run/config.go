@@ -57,10 +57,33 @@ type runLog struct {
 }
 
 type runAdmin struct {
-	Address     string `yaml:"address"`
-	Token       string `yaml:"token"`
-	OpenReads   bool   `yaml:"open-reads"`
-	AllowRemote bool   `yaml:"allow-remote"`
+	Address     string       `yaml:"address"`
+	Token       string       `yaml:"token"`
+	OpenReads   bool         `yaml:"open-reads"`
+	AllowRemote bool         `yaml:"allow-remote"`
+	TLS         *runAdminTLS `yaml:"tls"`
+	// URL is the console's URL as browsers reach it (…/ui/).
+	URL  string        `yaml:"url"`
+	OIDC *runAdminOIDC `yaml:"oidc"`
+}
+
+// runAdminOIDC is the console's login through an OpenID Connect provider.
+type runAdminOIDC struct {
+	Issuer       string   `yaml:"issuer"`
+	ClientID     string   `yaml:"client-id"`
+	ClientSecret string   `yaml:"client-secret"`
+	RoleClaim    string   `yaml:"role-claim"`
+	Operators    []string `yaml:"operators"`
+	Viewers      []string `yaml:"viewers"`
+	CAFile       string   `yaml:"ca-file"`
+	Label        string   `yaml:"label"`
+}
+
+// runAdminTLS is the certificate the admin API and its console serve
+// HTTPS with: required on an address other than loopback.
+type runAdminTLS struct {
+	CertFile string `yaml:"cert-file"`
+	KeyFile  string `yaml:"key-file"`
 }
 
 type runPipeline struct {
@@ -353,6 +376,29 @@ func (p *runPlan) validateTop() error {
 		host, _, _ := net.SplitHostPort(a.Address)
 		if ip := net.ParseIP(host); !a.AllowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return d.errAt("admin.address", "%q is not a loopback address: the admin API controls the consumers, so set allow-remote: true (and keep the token secret) to serve it there", a.Address)
+		}
+		if o := a.OIDC; o != nil {
+			if err := checkURL(o.Issuer); err != nil {
+				return d.errAt("admin.oidc.issuer", "the provider's issuer URL: %v", err)
+			}
+			if o.ClientID == "" {
+				return d.errAt("admin.oidc.client-id", "required: the console's client at the provider")
+			}
+			if len(o.Operators) == 0 && len(o.Viewers) == 0 {
+				return d.errAt("admin.oidc", "operators or viewers is required: the groups (role-claim values) whose users are operators or viewers")
+			}
+		}
+		if a.URL != "" {
+			if u, err := url.Parse(a.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !strings.HasSuffix(u.Path, "/ui/") {
+				return d.errAt("admin.url", "%q: want the console's URL as browsers reach it, such as https://antidote.example:9180/ui/", a.URL)
+			}
+		}
+		if t := a.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "") {
+			return d.errAt("admin.tls", "cert-file and key-file are both required: the PEM files of the certificate and its key")
+		}
+		// An empty host listens on 127.0.0.1 (admin.Handler.Listen).
+		if ip := net.ParseIP(host); a.TLS == nil && host != "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return d.errAt("admin.address", "%q is not a loopback address: the console under /ui/ is served there over TLS only (its logins and session cookies would cross the network in the clear); set admin.tls.cert-file and admin.tls.key-file", a.Address)
 		}
 	}
 	if r := c.SchemaRegistry; r != nil {

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
 	"github.com/antidote-kafka/antidote/console"
+	"github.com/antidote-kafka/antidote/console/oidc"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/metrics/prom"
 	"github.com/antidote-kafka/antidote/serde/avro"
@@ -494,14 +496,35 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 		}
 		log.Warn("admin API and console: no token set; generated one for this process, in a file only this user can read (set admin.token or "+admin.EnvToken+" to choose it)", "token_file", file)
 	}
-	con, err := console.New(console.Config{
+	ccfg := console.Config{
 		ClientOpts: append([]kgo.Opt{kgo.SeedBrokers(rt.conn.brokers...)}, rt.conn.opts...),
-		Consumers:  cs, Token: tok, Prefix: "/ui/", Logger: log,
-	})
+		Consumers:  cs, Token: tok, Prefix: "/ui/", Logger: log, URL: a.URL,
+	}
+	if o := a.OIDC; o != nil {
+		login, err := cli.OIDCLogin(context.Background(), oidc.Config{
+			Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret, RoleClaim: o.RoleClaim,
+			Operators: o.Operators, Viewers: o.Viewers, Label: o.Label,
+		}, o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("admin.oidc: %w", err)
+		}
+		ccfg.Login = login
+	}
+	con, err := console.New(ccfg)
 	if err != nil {
 		return nil, err
 	}
+	var tlsCfg *tls.Config
+	if t := a.TLS; t != nil {
+		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			con.Close()
+			return nil, fmt.Errorf("admin.tls: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
 	h, err := admin.New(admin.Config{
+		TLS:         tlsCfg,
 		Consumers:   cs,
 		Token:       tok,
 		Console:     con,
@@ -524,7 +547,11 @@ func (rt *runtime) serveAdmin(a *runAdmin, log *slog.Logger) (stop func(), err e
 		defer close(done)
 		_ = h.Serve(ctx, ln)
 	}()
-	log.Info("admin API and /metrics", "url", "http://"+ln.Addr().String(), "pipelines", rt.order)
+	scheme := "http://"
+	if tlsCfg != nil {
+		scheme = "https://"
+	}
+	log.Info("admin API and /metrics", "url", scheme+ln.Addr().String(), "pipelines", rt.order)
 	return func() {
 		cancel()
 		select {

@@ -1,9 +1,11 @@
-// Package ui is antidote ui: the web console of dead letters, on loopback.
+// Package ui is antidote ui: the web console of dead letters, on loopback
+// or, over TLS, on the network.
 package ui
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,12 +36,15 @@ const defaultUIListen = "127.0.0.1:9190"
 func NewCommand() *cobra.Command {
 	var (
 		listen, registryURL, token string
+		certFile, keyFile          string
+		publicURL                  string
+		oc                         oidcFlags
 		topics                     []string
 		hideValues                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ui",
-		Short: "Serve the web console for dead letters on loopback",
+		Short: "Serve the web console for dead letters (on loopback, or over TLS)",
 		Long: `Serve the web console of a cluster's dead letters: the dead-letter topics
 with their counts; for one topic, its letters over time by reason, stage or
 class, the top errors, and a table that pages and filters as dlq ls does; one
@@ -47,17 +52,32 @@ letter with its failure in plain words, its key, value and headers; and redrive
 of picked letters or of a filter, with a dry run first (as dlq redrive runs it:
 the same loop guard, the same resumable progress).
 
-It listens on a loopback address only. The login page asks for a token:
---token, else the environment variable ` + admin.EnvToken + ` (the admin API's, so
-that one token opens both), else a random one printed at start.
+It listens on a loopback address, or on another address over TLS only
+(--https-cert and --https-key: a team shares the console without its logins
+and session cookies crossing the network in the clear). The login page asks
+for a token: --token, else the environment variable ` + admin.EnvToken + `
+(the admin API's, so that one token opens both), else a random one printed at
+start.
 --registry decodes Avro keys and values through a schema registry;
---hide-values shows keys and values as their size and SHA-256 only.`,
+--hide-values shows keys and values as their size and SHA-256 only.
+
+With --oidc-issuer, the login page also logs in through an OpenID Connect
+provider (authorization code with PKCE): the users in --oidc-operators groups
+are operators, those in --oidc-viewers viewers (they read, and every action is
+refused them); whoever logs in with the token is an operator. Register --url followed by
+login/callback as the client's redirect URL at the provider. Every operator
+action is in the audit log (its page, /audit.json, and the log).`,
 		Example: `  antidote ui --context prod
   antidote ui --brokers localhost:9092 --topic orders.dlq --listen 127.0.0.1:9190
-  antidote ui --context prod --registry http://localhost:8081 --hide-values`,
+  antidote ui --context prod --registry http://localhost:8081 --hide-values
+  antidote ui --context prod --listen 0.0.0.0:9443 --https-cert console.pem --https-key console-key.pem
+  antidote ui --context prod --listen 0.0.0.0:9443 --https-cert console.pem --https-key console-key.pem \
+    --url https://antidote.example:9443/ --oidc-issuer https://dex.example --oidc-client-id antidote \
+    --oidc-client-secret-file /run/secrets/oidc --oidc-operators kafka-oncall --oidc-viewers kafka-dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkLoopback("--listen", listen); err != nil {
+			tlsCfg, err := serverTLS(listen, certFile, keyFile)
+			if err != nil {
 				return err
 			}
 			g := cli.ReadGlobals(cmd)
@@ -81,6 +101,14 @@ that one token opens both), else a random one printed at start.
 				ClientOpts: append(opts, kgo.SeedBrokers(g.Brokers...)),
 				Topics:     topics, HideValues: hideValues, Logger: log,
 				IdleTimeout: max(g.Timeout, 10*time.Second),
+			}
+			if oc.issuer != "" {
+				if cfg.Login, err = oc.login(ctx); err != nil {
+					return err
+				}
+				cfg.URL = publicURL
+			} else if publicURL != "" {
+				cfg.URL = publicURL
 			}
 			if registryURL != "" {
 				reg, err := registry.New(registryURL)
@@ -113,6 +141,9 @@ that one token opens both), else a random one printed at start.
 				return fmt.Errorf("--listen %s: %w", listen, err)
 			}
 			u := "http://" + ln.Addr().String() + "/"
+			if tlsCfg != nil {
+				ln, u = tls.NewListener(ln, tlsCfg), "https://"+ln.Addr().String()+"/"
+			}
 			if generated {
 				fmt.Fprintf(cmd.OutOrStdout(), "antidote console at %s (token %s; set %s to choose it)\n", u, h.Token(), admin.EnvToken)
 			} else {
@@ -122,25 +153,42 @@ that one token opens both), else a random one printed at start.
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&listen, "listen", defaultUIListen, "loopback address to listen on (host:port)")
+	fs.StringVar(&listen, "listen", defaultUIListen, "address to listen on (host:port): loopback, or another with --https-cert")
+	fs.StringVar(&certFile, "https-cert", "", "PEM file of the console's certificate (chain): serve HTTPS, required on an address other than loopback")
+	fs.StringVar(&keyFile, "https-key", "", "PEM file of the key of --https-cert")
 	fs.StringVar(&token, "token", "", "the token the login page asks for (env "+admin.EnvToken+"; default a random one, printed)")
 	fs.StringSliceVar(&topics, "topic", nil, "dead-letter topics to list (default: the context's topic, else every topic named like one)")
 	fs.StringVar(&registryURL, "registry", "", "schema registry URL: show Avro keys and values decoded")
 	fs.BoolVar(&hideValues, "hide-values", false, "show keys, values and original header values as size and SHA-256 only")
+	fs.StringVar(&publicURL, "url", "", "the console's URL as browsers reach it, such as https://antidote.example:9443/ (default: from each request's Host)")
+	oc.add(fs)
 	_ = cmd.RegisterFlagCompletionFunc("topic", cli.CompleteTopics)
 	return cmd
 }
 
-// checkLoopback requires a loopback host:port.
-func checkLoopback(flag, addr string) error {
+// serverTLS checks the listen address and returns the TLS configuration of
+// --https-cert and --https-key, or nil for plain HTTP, which only a
+// loopback address may serve.
+func serverTLS(addr, certFile, keyFile string) (*tls.Config, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return cli.Usagef("%s %q: want HOST:PORT, for example %s", flag, addr, defaultUIListen)
+		return nil, cli.Usagef("--listen %q: want HOST:PORT, for example %s", addr, defaultUIListen)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return cli.Usagef("%s %q: the console listens on a loopback address only, for example %s (reach it from elsewhere through an SSH tunnel)", flag, addr, defaultUIListen)
+	if (certFile == "") != (keyFile == "") {
+		return nil, cli.Usagef("--https-cert and --https-key go together: the certificate and its key")
 	}
-	return nil
+	if certFile == "" {
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, cli.Usagef("--listen %q is not a loopback address: a console shared on the network is served over TLS only; "+
+				"give it a certificate with --https-cert FILE --https-key FILE, or listen on loopback (for example %s, reached from elsewhere through an SSH tunnel)", addr, defaultUIListen)
+		}
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, cli.Usagef("--https-cert %s, --https-key %s: %v", certFile, keyFile, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // serveUntil serves h on ln until ctx ends, then shuts down.

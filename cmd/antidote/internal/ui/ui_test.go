@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"net/http"
@@ -114,11 +115,79 @@ func TestIntegrationUI(t *testing.T) {
 	}
 }
 
+// TestUIRefusesRemote: an address other than loopback without TLS is
+// refused, with what to do; so is half a certificate.
 func TestUIRefusesRemote(t *testing.T) {
-	var errOut strings.Builder
-	code := runContext(context.Background(), []string{"ui", "--listen", "0.0.0.0:9190"}, io.Discard, &errOut)
-	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "loopback") {
-		t.Errorf("exit %d: %s", code, errOut.String())
+	for _, args := range [][]string{
+		{"--listen", "0.0.0.0:9190"},
+		{"--listen", "192.0.2.1:9190"},
+		{"--listen", "0.0.0.0:9190", "--https-cert", "console.pem"},
+	} {
+		var errOut strings.Builder
+		code := runContext(context.Background(), append([]string{"ui"}, args...), io.Discard, &errOut)
+		if code != cli.ExitUsage || !strings.Contains(errOut.String(), "--https-cert") || !strings.Contains(errOut.String(), "--https-key") {
+			t.Errorf("%v: exit %d: %s", args, code, errOut.String())
+		}
+	}
+}
+
+// TestUIOIDCFlags: a login through a provider needs a client and roles.
+func TestUIOIDCFlags(t *testing.T) {
+	c := kafkatest.New(t)
+	for args, want := range map[string]string{
+		"--oidc-issuer http://127.0.0.1:1":                                     "--oidc-client-id",
+		"--oidc-issuer http://127.0.0.1:1 --oidc-client-id a":                  "--oidc-operators or --oidc-viewers",
+		"--oidc-issuer http://127.0.0.1:1 --oidc-client-id a --oidc-viewers *": "--oidc-issuer http://127.0.0.1:1: oidc: provider",
+	} {
+		var errOut strings.Builder
+		code := runContext(context.Background(), append([]string{"ui", "--brokers", strings.Join(c.Brokers(), ","), "--listen", "127.0.0.1:0"}, strings.Fields(args)...), io.Discard, &errOut)
+		if code == cli.ExitOK || !strings.Contains(errOut.String(), want) {
+			t.Errorf("%s: exit %d: %s; want %q", args, code, errOut.String(), want)
+		}
+	}
+}
+
+// TestIntegrationUITLS: with a certificate, antidote ui serves the console
+// over TLS on an address other than loopback; a client that trusts the
+// test CA logs in, and plain HTTP gets nothing of the console.
+func TestIntegrationUITLS(t *testing.T) {
+	c := kafkatest.New(t)
+	ca := kafkatest.NewCA(t)
+	certFile, keyFile := ca.Issue(t, "localhost", "127.0.0.1")
+	var out clitest.SyncBuffer
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- runContext(ctx, []string{"ui", "--brokers", strings.Join(c.Brokers(), ","), "--listen", "0.0.0.0:0",
+			"--https-cert", certFile, "--https-key", keyFile, "--token", "tls-token"}, &out, io.Discard)
+	}()
+	defer func() { stop(); <-done }()
+	re := regexp.MustCompile(`antidote console at https://\S+:(\d+)/ `)
+	clitest.WaitFor(t, 30*time.Second, "antidote ui to print its address", func() bool { return re.MatchString(out.String()) }, out.String)
+	port := re.FindStringSubmatch(out.String())[1]
+	cl := &http.Client{Timeout: 30 * time.Second,
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.PostForm("https://127.0.0.1:"+port+"/login", url.Values{"token": {"tls-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 || !resp.Cookies()[0].Secure {
+		t.Errorf("login over TLS: %d, cookies %v; want 303 and a Secure cookie", resp.StatusCode, resp.Cookies())
+	}
+	// An untrusting client fails the handshake: the certificate is the
+	// test CA's.
+	if _, err := http.Get("https://127.0.0.1:" + port + "/login"); err == nil {
+		t.Error("a client without the test CA completed the handshake")
+	}
+	plain, err := http.Get("http://127.0.0.1:" + port + "/login")
+	if err == nil {
+		b, _ := io.ReadAll(plain.Body)
+		plain.Body.Close()
+		if plain.StatusCode != http.StatusBadRequest || strings.Contains(string(b), "token") {
+			t.Errorf("plain HTTP on the TLS port: %d %s", plain.StatusCode, b)
+		}
 	}
 }
 
