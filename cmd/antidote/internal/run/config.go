@@ -651,7 +651,7 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 		if h.TLS != nil && strings.HasPrefix(h.URL, "http://") {
 			return d.errAt(at+".http.tls", "the URL is http://: TLS needs https://")
 		}
-		if err := validateBatch(d, at+".http.batch", h.Batch); err != nil {
+		if err := validateBatch(d, at+".http.batch", h.Batch, defaultHTTPBatchBytes); err != nil {
 			return err
 		}
 	default:
@@ -696,7 +696,7 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 }
 
 // validateBatch checks the batch keys of the HTTP and gRPC sinks.
-func validateBatch(d *yamlDoc, at string, b *runBulkBatch) error {
+func validateBatch(d *yamlDoc, at string, b *runBulkBatch, defaultBytes int64) error {
 	if b == nil {
 		return nil
 	}
@@ -704,7 +704,7 @@ func validateBatch(d *yamlDoc, at string, b *runBulkBatch) error {
 	case b.Size < 0:
 		return d.errAt(at+".size", "negative")
 	case b.Bytes < 0 || (b.Bytes > 0 && b.Bytes < 1024):
-		return d.errAt(at+".bytes", "%d: at least 1024 (a request's size, in bytes; default %d)", b.Bytes, defaultHTTPBatchBytes)
+		return d.errAt(at+".bytes", "%d: at least 1024 (a request's size, in bytes; default %d)", b.Bytes, defaultBytes)
 	case b.Linger < 0:
 		return d.errAt(at+".linger", "negative")
 	}
@@ -740,7 +740,7 @@ func (p *runPlan) validateGRPCSink(pp *pipelinePlan) error {
 			return d.errAt(at+".metadata."+k, "the value holds a control character")
 		}
 	}
-	return validateBatch(d, at+".batch", g.Batch)
+	return validateBatch(d, at+".batch", g.Batch, defaultHTTPBatchBytes)
 }
 
 // validMessageName reports whether s is a Protobuf full name: dotted

@@ -1,14 +1,12 @@
 package run
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,33 +25,12 @@ import (
 // published proto) and returns its target and the URL of its stats.
 func startGRPCService(t *testing.T) (target, stats string) {
 	t.Helper()
-	py := srtest.Python(t)
-	cmd := exec.Command(py, "testdata/run/grpc_service.py")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	l := startPython(t, srtest.Python(t), "testdata/run/grpc_service.py")
+	g, h, ok := strings.Cut(l, " ")
+	if !ok {
+		t.Fatalf("the Python gRPC service printed %q, want two ports", l)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- strings.TrimSpace(s)
-	}()
-	select {
-	case l := <-line:
-		g, h, ok := strings.Cut(l, " ")
-		if !ok {
-			t.Fatalf("the Python gRPC service printed %q, want two ports", l)
-		}
-		return "127.0.0.1:" + g, "http://127.0.0.1:" + h
-	case <-time.After(60 * time.Second):
-		t.Fatal("the Python gRPC service did not start within 60s")
-	}
-	return "", ""
+	return "127.0.0.1:" + g, "http://127.0.0.1:" + h
 }
 
 type grpcStats struct {

@@ -141,7 +141,14 @@ func startService(t *testing.T) string {
 		}
 		t.Skip("python3 not found")
 	}
-	cmd := exec.Command(py, "testdata/run/service.py")
+	return "http://127.0.0.1:" + startPython(t, py, "testdata/run/service.py")
+}
+
+// startPython runs script with py until the test ends and returns the
+// first line it prints (its ports).
+func startPython(t *testing.T, py, script string) string {
+	t.Helper()
+	cmd := exec.Command(py, script)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -157,13 +164,13 @@ func startService(t *testing.T) string {
 		line <- strings.TrimSpace(s)
 	}()
 	select {
-	case port := <-line:
-		if port == "" {
-			t.Fatal("the Python service printed no port")
+	case l := <-line:
+		if l == "" {
+			t.Fatalf("%s printed no port", script)
 		}
-		return "http://127.0.0.1:" + port
-	case <-time.After(30 * time.Second):
-		t.Fatal("the Python service did not start within 30s")
+		return l
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start within 60s", script)
 	}
 	return ""
 }

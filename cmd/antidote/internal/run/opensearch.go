@@ -530,16 +530,7 @@ func (p *runPlan) validateSearchSink(pp *pipelinePlan) error {
 	if c.Timeout < 0 {
 		return d.errAt(at+".timeout", "negative")
 	}
-	b := c.Batch
-	switch {
-	case b.Size < 0:
-		return d.errAt(at+".batch.size", "negative")
-	case b.Bytes < 0 || (b.Bytes > 0 && b.Bytes < 1024):
-		return d.errAt(at+".batch.bytes", "%d: at least 1024 (a request's body, in bytes; default %d)", b.Bytes, defaultBulkBytes)
-	case b.Linger < 0:
-		return d.errAt(at+".batch.linger", "negative")
-	}
-	return nil
+	return validateBatch(d, at+".batch", &c.Batch, defaultBulkBytes)
 }
 
 // describeSearch is what --check prints about the search-engine sink.
