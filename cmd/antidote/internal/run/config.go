@@ -92,6 +92,7 @@ type runPipeline struct {
 	Group          string          `yaml:"group"`
 	GroupProtocol  string          `yaml:"group-protocol"`
 	Value          runCodec        `yaml:"value"`
+	Key            *runCodec       `yaml:"key"` // decode the key too; without it the key goes as it is
 	Sink           runSink         `yaml:"sink"`
 	Policy         runPolicy       `yaml:"policy"`
 	DeadLetter     runDeadLetter   `yaml:"dead-letter"`
@@ -243,20 +244,21 @@ type runPlan struct {
 
 // pipelinePlan is one validated pipeline.
 type pipelinePlan struct {
-	index    int
-	path     string // "pipelines[0]"
-	cfg      *runPipeline
-	policy   consumer.Policy
-	dead     consumer.DeadLetterConfig
-	flood    consumer.FloodGuard
-	buffer   consumer.BufferLimits
-	attempts consumer.DurableAttempts
-	protocol consumer.GroupProtocol
-	retry    consumer.RetryTopics
-	conc     consumer.Concurrency
-	eos      consumer.ExactlyOnce      // the kafka sink's exactly-once
-	keys     map[int]map[string][]byte // aes-gcm keys by stage index
-	schema   string                    // the avro reader schema
+	index     int
+	path      string // "pipelines[0]"
+	cfg       *runPipeline
+	policy    consumer.Policy
+	dead      consumer.DeadLetterConfig
+	flood     consumer.FloodGuard
+	buffer    consumer.BufferLimits
+	attempts  consumer.DurableAttempts
+	protocol  consumer.GroupProtocol
+	retry     consumer.RetryTopics
+	conc      consumer.Concurrency
+	eos       consumer.ExactlyOnce      // the kafka sink's exactly-once
+	keys      map[int]map[string][]byte // aes-gcm keys by stage index
+	schema    string                    // the avro reader schema
+	keySchema string                    // the key's avro reader schema
 }
 
 // loadRunFile reads and validates the file of antidote run.
@@ -532,17 +534,17 @@ func (p *runPlan) validatePipeline(i int) (*pipelinePlan, error) {
 	return pp, nil
 }
 
-func (p *runPlan) validateCodec(pp *pipelinePlan) error {
-	d, v := p.doc, &pp.cfg.Value
-	at := pp.path + ".value"
+// checkFormat checks the format keys of a value or a key (at) and reads
+// its Avro reader schema into schema.
+func (p *runPlan) checkFormat(v *runCodec, at string, schema *string) error {
+	d := p.doc
 	if v.Format == "" {
 		return d.errAt(at+".format", "required: one of %s", strings.Join(runFormats, ", "))
 	}
 	if err := d.choice(at+".format", v.Format, runFormats...); err != nil {
 		return err
 	}
-	needsRegistry := v.Format == "avro" || v.Format == "json-schema" || v.Format == "protobuf"
-	if needsRegistry && p.cfg.SchemaRegistry == nil {
+	if fromRegistry(v) && p.cfg.SchemaRegistry == nil {
 		return d.errAt(at+".format", "%s reads schemas from a registry: set schema-registry.url", v.Format)
 	}
 	if v.Format == "avro" {
@@ -553,8 +555,8 @@ func (p *runPlan) validateCodec(pp *pipelinePlan) error {
 		if err != nil {
 			return d.errAt(at+".schema-file", "%v", unwrapPath(err))
 		}
-		pp.schema = string(b)
-		if _, err := parseAvroSchema(pp.schema); err != nil {
+		*schema = string(b)
+		if _, err := parseAvroSchema(*schema); err != nil {
 			return d.errAt(at+".schema-file", "%s: not an Avro schema: %v", v.SchemaFile, err)
 		}
 	} else if v.SchemaFile != "" {
@@ -567,6 +569,24 @@ func (p *runPlan) validateCodec(pp *pipelinePlan) error {
 		if !validMessageName(v.Message) {
 			return d.errAt(at+".message", "%q is not a message's full name (package.Message, such as acme.Order)", cli.Safe(v.Message))
 		}
+	}
+	return nil
+}
+
+func (p *runPlan) validateCodec(pp *pipelinePlan) error {
+	if k := pp.cfg.Key; k != nil {
+		at := pp.path + ".key"
+		if len(k.Stages) > 0 {
+			return p.doc.errAt(at+".stages", "a key is decoded by its format alone: stages are the value's")
+		}
+		if err := p.checkFormat(k, at, &pp.keySchema); err != nil {
+			return err
+		}
+	}
+	d, v := p.doc, &pp.cfg.Value
+	at := pp.path + ".value"
+	if err := p.checkFormat(v, at, &pp.schema); err != nil {
+		return err
 	}
 	pp.keys = map[int]map[string][]byte{}
 	for i, s := range v.Stages {

@@ -139,7 +139,7 @@ func (s *grpcSink) record(r *consumer.Record[[]byte, []byte]) *sinkpb.Record {
 		Partition:   raw.Partition,
 		Offset:      raw.Offset,
 		TimestampMs: raw.Timestamp.UnixMilli(),
-		Key:         raw.Key,
+		Key:         r.Key, // decoded with key.format, or as fetched
 		Value:       r.Value,
 		ContentType: s.contentType,
 		Attempt:     int32(max(r.Attempt, 1)),

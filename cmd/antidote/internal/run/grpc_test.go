@@ -148,7 +148,7 @@ func TestGRPCSinkRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	nullKey := hostileRecord()
-	nullKey.Raw.Key = nil
+	nullKey.Raw.Key, nullKey.Key = nil, nil
 	if err := s.handle(context.Background(), nullKey); err != nil {
 		t.Fatal(err)
 	}

@@ -192,8 +192,8 @@ func setRecordHeaders(h http.Header, r *consumer.Record[[]byte, []byte], content
 	h[hdrOffset] = []string{strconv.FormatInt(raw.Offset, 10)}
 	h[hdrTimestamp] = []string{raw.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
 	h[hdrAttempt] = []string{strconv.Itoa(max(r.Attempt, 1))}
-	if raw.Key != nil {
-		h[hdrKey] = []string{pctEncode(raw.Key)}
+	if r.Key != nil { // decoded with key.format, or as fetched
+		h[hdrKey] = []string{pctEncode(r.Key)}
 	}
 	if len(raw.Headers) > 0 {
 		vs := make([]string, len(raw.Headers))

@@ -36,7 +36,7 @@ func hostileRecord() *consumer.Record[[]byte, []byte] {
 			{Key: "bin", Value: []byte{0, 1, 0xfe}},
 		},
 	}
-	return &consumer.Record[[]byte, []byte]{Raw: raw, Value: raw.Value, Attempt: 2}
+	return &consumer.Record[[]byte, []byte]{Raw: raw, Key: raw.Key, Value: raw.Value, Attempt: 2}
 }
 
 func newTestSink(t *testing.T, h http.Handler, cfg runHTTP) *httpSink {
@@ -106,7 +106,7 @@ func TestHTTPSinkHeaders(t *testing.T) {
 		}
 	}
 	// A null key sends no Antidote-Key.
-	r.Raw.Key = nil
+	r.Raw.Key, r.Key = nil, nil
 	if err := s.handle(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}

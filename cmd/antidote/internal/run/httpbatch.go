@@ -170,10 +170,10 @@ func (s *httpBatchSink) appendRecord(b []byte, r *consumer.Record[[]byte, []byte
 	b = append(b, `","attempt":`...)
 	b = strconv.AppendInt(b, int64(max(r.Attempt, 1)), 10)
 	b = append(b, `,"key_base64":`...)
-	if raw.Key == nil {
+	if r.Key == nil { // decoded with key.format, or as fetched
 		b = append(b, "null"...)
 	} else {
-		b = appendBase64(b, raw.Key)
+		b = appendBase64(b, r.Key)
 	}
 	b = append(b, `,"headers":[`...)
 	for i, h := range raw.Headers {

@@ -66,7 +66,7 @@ func (s *kafkaSink) handle(ctx context.Context, r *consumer.Record[[]byte, []byt
 	raw := r.Raw
 	rec := &kgo.Record{Topic: s.topic, Key: raw.Key, Value: raw.Value, Headers: raw.Headers, Timestamp: raw.Timestamp}
 	if s.decoded {
-		rec.Value = r.Value
+		rec.Key, rec.Value = r.Key, r.Value // the key decoded with key.format, if set
 	}
 	if s.eos != "" {
 		return r.Produce(rec) // written with the commit of its offset

@@ -269,7 +269,7 @@ type entry struct {
 // id is the document id of the entry's record (for messages: the body has it).
 func (s *searchSink) id(r *consumer.Record[[]byte, []byte]) string {
 	if s.byKey {
-		return string(r.Raw.Key)
+		return string(r.Key)
 	}
 	return r.Raw.Topic + "-" + strconv.Itoa(int(r.Raw.Partition)) + "-" + strconv.FormatInt(r.Raw.Offset, 10)
 }
@@ -334,14 +334,14 @@ func (s *searchSink) appendEntry(body []byte, r *consumer.Record[[]byte, []byte]
 	body = append(body, `,"_id":`...)
 	if s.byKey {
 		switch {
-		case raw.Key == nil:
+		case r.Key == nil:
 			return body, failure.Permanent(errors.New("document id from the key: the record has no key"))
-		case !utf8.Valid(raw.Key):
+		case !utf8.Valid(r.Key):
 			return body, failure.Permanent(errors.New("document id from the key: the key is not UTF-8 text"))
-		case len(raw.Key) == 0 || len(raw.Key) > maxDocID:
-			return body, failure.Permanent(fmt.Errorf("document id from the key: the key has %d bytes (an id has 1 to %d)", len(raw.Key), maxDocID))
+		case len(r.Key) == 0 || len(r.Key) > maxDocID:
+			return body, failure.Permanent(fmt.Errorf("document id from the key: the key has %d bytes (an id has 1 to %d)", len(r.Key), maxDocID))
 		}
-		body = appendJSONString(body, string(raw.Key))
+		body = appendJSONString(body, string(r.Key))
 	} else {
 		body = appendJSONString(body, raw.Topic)
 		body = append(body[:len(body)-1], '-') // the closing quote comes after the offset

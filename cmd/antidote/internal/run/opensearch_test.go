@@ -149,7 +149,7 @@ func docRecords(n int) []*consumer.Record[[]byte, []byte] {
 	out := make([]*consumer.Record[[]byte, []byte], n)
 	for i := range out {
 		raw := &kgo.Record{Topic: "Orders", Partition: 2, Offset: int64(10 + i), Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)}
-		out[i] = &consumer.Record[[]byte, []byte]{Raw: raw, Value: raw.Value}
+		out[i] = &consumer.Record[[]byte, []byte]{Raw: raw, Key: raw.Key, Value: raw.Value}
 	}
 	return out
 }
@@ -255,9 +255,11 @@ func TestSearchSinkBody(t *testing.T) {
 	f2 := &fakeBulk{}
 	s2 := newFakeSearch(t, f2, runSearch{ID: "key", Action: "create"})
 	batch = docRecords(4)
-	batch[1].Raw.Key = nil
+	batch[1].Raw.Key, batch[1].Key = nil, nil
 	batch[2].Raw.Key = []byte{0xff, 0xfe}
+	batch[2].Key = batch[2].Raw.Key
 	batch[3].Raw.Key = []byte("k\"3\\\n é")
+	batch[3].Key = batch[3].Raw.Key
 	err = s2.handleBatch(context.Background(), batch)
 	if !errors.As(err, &be) || len(be.Errs) != 2 || be.Errs[1] == nil || be.Errs[2] == nil {
 		t.Fatalf("handleBatch: %v, want records 1 and 2 refused", err)

@@ -43,36 +43,9 @@ var contentTypes = map[string]string{
 // valueDeserializer builds the pipeline's decode chain.
 func (pp *pipelinePlan) valueDeserializer(reg *avro.Registry) (serde.Deserializer[[]byte], string, error) {
 	v := pp.cfg.Value
-	var codec serde.Deserializer[[]byte]
-	switch v.Format {
-	case "bytes":
-		codec = rawBytes{}
-	case "string":
-		codec = body[string]{name: "string", d: serde.String(serde.ValidUTF8()), conv: func(s string) ([]byte, error) { return []byte(s), nil }}
-	case "json":
-		codec = body[json.RawMessage]{name: "json", d: serde.JSON[json.RawMessage](), conv: func(m json.RawMessage) ([]byte, error) { return m, nil }}
-	case "json-schema":
-		d, err := jsonschema.NewDeserializer[json.RawMessage](reg.Registry)
-		if err != nil {
-			return nil, "", err
-		}
-		codec = body[json.RawMessage]{name: "jsonschema", d: d, conv: func(m json.RawMessage) ([]byte, error) { return m, nil }}
-	case "avro":
-		d, err := avro.NewDeserializer[any](reg, pp.schema)
-		if err != nil {
-			return nil, "", fmt.Errorf("pipeline %s: %w", pp.cfg.Name, err)
-		}
-		codec = body[any]{name: "avro", d: d, conv: func(v any) ([]byte, error) { return json.Marshal(v) }}
-	case "protobuf":
-		// Without generated types: the writer schema from the registry
-		// decodes each record into the JSON of its message.
-		d, err := protobuf.NewJSONDeserializer(reg.Registry, v.Message)
-		if err != nil {
-			return nil, "", fmt.Errorf("pipeline %s: %w", pp.cfg.Name, err)
-		}
-		codec = d
-	default:
-		return nil, "", fmt.Errorf("pipeline %s: unknown format %q", pp.cfg.Name, v.Format)
+	codec, err := codecOf(v, pp.schema, reg)
+	if err != nil {
+		return nil, "", fmt.Errorf("pipeline %s: %w", pp.cfg.Name, err)
 	}
 	stages := make([]serde.Stage, 0, len(v.Stages))
 	for i, s := range v.Stages {
@@ -94,6 +67,73 @@ func (pp *pipelinePlan) valueDeserializer(reg *avro.Registry) (serde.Deserialize
 		}
 	}
 	return serde.Pipe(codec, stages...), contentTypes[v.Format], nil
+}
+
+// describeFormat is what --check says of a value or key format.
+func describeFormat(c runCodec) string {
+	switch c.Format {
+	case "avro":
+		return "avro (reader schema " + c.SchemaFile + ", sent as JSON)"
+	case "protobuf":
+		if c.Message != "" {
+			return "protobuf (message " + c.Message + ", sent as JSON)"
+		}
+		return "protobuf (any message, sent as JSON)"
+	}
+	return c.Format
+}
+
+// codecOf is the deserializer of a format: the value's or the key's.
+func codecOf(v runCodec, schema string, reg *avro.Registry) (serde.Deserializer[[]byte], error) {
+	switch v.Format {
+	case "bytes":
+		return rawBytes{}, nil
+	case "string":
+		return body[string]{name: "string", d: serde.String(serde.ValidUTF8()), conv: func(s string) ([]byte, error) { return []byte(s), nil }}, nil
+	case "json":
+		return body[json.RawMessage]{name: "json", d: serde.JSON[json.RawMessage](), conv: func(m json.RawMessage) ([]byte, error) { return m, nil }}, nil
+	case "json-schema":
+		d, err := jsonschema.NewDeserializer[json.RawMessage](reg.Registry)
+		if err != nil {
+			return nil, err
+		}
+		return body[json.RawMessage]{name: "jsonschema", d: d, conv: func(m json.RawMessage) ([]byte, error) { return m, nil }}, nil
+	case "avro":
+		d, err := avro.NewDeserializer[any](reg, schema)
+		if err != nil {
+			return nil, err
+		}
+		return body[any]{name: "avro", d: d, conv: func(v any) ([]byte, error) { return json.Marshal(v) }}, nil
+	case "protobuf":
+		// Without generated types: the writer schema from the registry
+		// decodes each record into the JSON of its message.
+		return protobuf.NewJSONDeserializer(reg.Registry, v.Message)
+	}
+	return nil, fmt.Errorf("unknown format %q", v.Format)
+}
+
+// keyDeserializer decodes the key with the pipeline's key.format; without
+// one the key goes on as it is. A null key stays null, whatever the format.
+func (pp *pipelinePlan) keyDeserializer(reg *avro.Registry) (serde.Deserializer[[]byte], error) {
+	k := pp.cfg.Key
+	if k == nil {
+		return rawBytes{}, nil
+	}
+	codec, err := codecOf(*k, pp.keySchema, reg)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: key: %w", pp.cfg.Name, err)
+	}
+	return nullable{codec}, nil
+}
+
+// nullable leaves a null key null: only keys that are there are decoded.
+type nullable struct{ serde.Deserializer[[]byte] }
+
+func (n nullable) Deserialize(ctx context.Context, m serde.Meta, data []byte) ([]byte, error) {
+	if data == nil {
+		return nil, nil
+	}
+	return n.Deserializer.Deserialize(ctx, m, data)
 }
 
 // rawBytes hands the bytes on as they are (the sinks only read them).
@@ -182,11 +222,10 @@ func (pp *pipelinePlan) describe() []string {
 			chain = append(chain, fmt.Sprintf("%s (at most %d bytes)", s.Type, cmpInt(s.MaxSize, serde.DefaultMaxSize)))
 		}
 	}
-	f := c.Value.Format
-	if f == "avro" {
-		f += " (reader schema " + c.Value.SchemaFile + ", sent as JSON)"
+	chain = append(chain, describeFormat(c.Value))
+	if c.Key != nil {
+		add("key", "%s (a null key stays null)", describeFormat(*c.Key))
 	}
-	chain = append(chain, f)
 	add("value", "%s", strings.Join(chain, " | "))
 	switch {
 	case c.Sink.HTTP != nil:

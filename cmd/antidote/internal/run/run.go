@@ -243,6 +243,12 @@ func (rt *runtime) resumeHint(pipeline string) string {
 	return fmt.Sprintf("once the cause is fixed, let it go on: antidote ctl --admin http://%s --consumer %s flood resume", rt.admin, pipeline)
 }
 
+// fromRegistry reports whether a value or key format reads its schemas
+// from the registry.
+func fromRegistry(c *runCodec) bool {
+	return c != nil && (c.Format == "avro" || c.Format == "json-schema" || c.Format == "protobuf")
+}
+
 // sink is where a pipeline hands its records.
 type sink interface {
 	handle(ctx context.Context, r *consumer.Record[[]byte, []byte]) error
@@ -410,6 +416,10 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 	if err != nil {
 		return nil, nil, err
 	}
+	key, err := pp.keyDeserializer(rt.registry)
+	if err != nil {
+		return nil, nil, err
+	}
 	var s sink
 	switch {
 	case pp.cfg.Sink.GRPC != nil:
@@ -439,6 +449,7 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		Brokers:         rc.brokers,
 		Topics:          pp.cfg.Topics,
 		Group:           pp.cfg.Group,
+		Key:             key,
 		Value:           value,
 		Handler:         s.handle,
 		Policy:          pp.policy,
@@ -455,7 +466,7 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		ExactlyOnce:     pp.eos,
 		Hooks:           floodHint{Hooks: m, log: log.With("pipeline", pp.cfg.Name), what: func() string { return rt.resumeHint(pp.cfg.Name) }},
 	}
-	if rt.registry != nil && (pp.cfg.Value.Format == "avro" || pp.cfg.Value.Format == "json-schema" || pp.cfg.Value.Format == "protobuf") {
+	if rt.registry != nil && (fromRegistry(&pp.cfg.Value) || fromRegistry(pp.cfg.Key)) {
 		br := rt.registry.Breaker()
 		cfg.Dependencies = map[string]func() string{"schema-registry": func() string { return br.State().String() }}
 	}
