@@ -63,8 +63,21 @@ type Config[K, V any] struct {
 	// Brokers are the seed brokers. Required, unless ClientOpts has
 	// kgo.SeedBrokers.
 	Brokers []string
-	// Topics to consume. Required.
+	// Topics to consume. Required, unless TopicPattern is set.
 	Topics []string
+	// TopicPattern subscribes to every topic whose whole name matches this
+	// regular expression (RE2 syntax), including topics created while the
+	// consumer runs: the cluster's topics are listed at the start and then
+	// every TopicRefresh. Internal topics (__consumer_offsets) and the
+	// consumer's own topics (the dead-letter topic of a listed topic, the
+	// durable-attempts topic) never match, so "orders.*" does not read
+	// orders.dlq back. A subscribed topic stays subscribed. Optional; set
+	// it instead of Topics. Not with RetryTopics or ShareGroup.
+	TopicPattern string
+	// TopicRefresh is how often the topics of TopicPattern are listed
+	// again: a new matching topic is read within about this long.
+	// Optional: 30s.
+	TopicRefresh time.Duration
 	// Group is the consumer group. Required, unless ShareGroup is set.
 	Group string
 	// ShareGroup makes the consumer a member of this share group (KIP-932,
@@ -449,8 +462,24 @@ func (c *Config[K, V]) validate() error {
 			return configErr("Brokers", err.Error())
 		}
 	}
-	if len(c.Topics) == 0 {
-		return configErr("Topics", "required: no topics")
+	switch {
+	case c.TopicPattern != "" && len(c.Topics) > 0:
+		return configErr("TopicPattern", "set with Topics: choose one")
+	case c.TopicPattern != "":
+		if _, err := compileTopicPattern(c.TopicPattern); err != nil {
+			return configErr("TopicPattern", err.Error())
+		}
+		if c.RetryTopics.on() {
+			return configErr("TopicPattern", "does not work with RetryTopics yet: the tiers are made for named topics; name them in Topics")
+		}
+		if c.ShareGroup != "" {
+			return configErr("TopicPattern", "does not work with ShareGroup: name the topics in Topics")
+		}
+	case len(c.Topics) == 0:
+		return configErr("Topics", "required: no topics (or a TopicPattern)")
+	}
+	if c.TopicRefresh < 0 || (c.TopicRefresh > 0 && c.TopicRefresh < 100*time.Millisecond) {
+		return configErr("TopicRefresh", "at least 100ms")
 	}
 	for _, t := range c.Topics {
 		if t == "" {

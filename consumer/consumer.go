@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ type Consumer[K, V any] struct {
 	cfg        Config[K, V]
 	policy     resolved
 	classifier failure.Classifier
+	pattern    *topicWatch // TopicPattern's subscriptions; nil without one
 	log        *slog.Logger
 	cl         *kgo.Client
 	dlq        *dlqWriter
@@ -203,6 +205,23 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		// connection of the consumer's client, no group.
 		c.attempts = attempts{topic: tmpl.Name("", cfg.Group), cl: cl, adm: c.dlq.adm, opts: readerOpts(cl), log: c.log}
 	}
+	if cfg.TopicPattern != "" {
+		re, _ := compileTopicPattern(cfg.TopicPattern) // checked by validate
+		w := &topicWatch{re: re, every: cmp.Or(cfg.TopicRefresh, defaultTopicRefresh), adm: c.dlq.adm,
+			own: func(source string) []string { return []string{c.dlq.topicFor(source)} }}
+		w.add = func(ts []string) {
+			cl.AddConsumeTopics(ts...)
+			c.flood.mu.Lock()
+			if c.flood.tripped != nil {
+				cl.PauseFetchTopics(ts...) // a new topic waits with the others
+			}
+			c.flood.mu.Unlock()
+		}
+		if c.attempts.topic != "" {
+			w.fixed = []string{c.attempts.topic}
+		}
+		c.pattern = w
+	}
 	if c.tiers != nil {
 		c.tiers.opts = readerOpts(cl)
 		if c.txn != nil {
@@ -239,8 +258,11 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 	runCtx := c.runCtx
 	defer context.AfterFunc(ctx, func() { c.stop(nil) })()
 
-	c.log.Info("consumer starting", "topics", c.cfg.Topics, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
+	c.log.Info("consumer starting", "topics", c.cfg.Topics, "topic_pattern", c.cfg.TopicPattern, "retry_enabled", !c.retryOff.Load(), "group_protocol", c.cfg.GroupProtocol.String())
 	go c.brokers.watch(runCtx, c.log, c.cl.OptValue(kgo.SeedBrokers))
+	if c.pattern != nil {
+		go c.pattern.run(runCtx, c.log)
+	}
 	if c.share != nil {
 		return c.share.run(runCtx)
 	}

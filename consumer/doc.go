@@ -210,6 +210,16 @@
 // default) or KIP-848's consumer protocol ([GroupConsumer], Kafka 4.0+), where
 // the broker assigns partitions and rebalances are incremental.
 //
+// # Topics by pattern
+//
+// [Config.TopicPattern] reads every topic whose whole name matches a regular
+// expression instead of a list: the cluster's topics are listed at the start
+// and every [Config.TopicRefresh], and a new match joins the subscription
+// (a rebalance). The consumer's own topics never match, though their names
+// may: the dead-letter topic of a listed topic and the durable-attempts
+// topic, so "orders.*" does not read orders.dlq back. A subscribed topic
+// stays subscribed; one deleted is purged like any deleted topic.
+//
 // # Settling failures
 //
 // A failure has a stage (deserialize key, deserialize value, process) and a

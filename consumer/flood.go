@@ -249,7 +249,7 @@ func (c *Consumer[K, V]) tripFlood(rec *kgo.Record, dead, records int, pause boo
 	c.flood.resumed = make(chan struct{})
 	c.flood.mu.Unlock()
 	if pause {
-		c.cl.PauseFetchTopics(c.cfg.Topics...)
+		c.cl.PauseFetchTopics(c.sourceTopics()...)
 	}
 	c.stats.floodTrips.Add(1)
 	msg := fmt.Sprintf("flood guard tripped: %d of the last %d records of a partition would be dead-lettered (%.0f%%, more than %.0f%%); ",
@@ -279,7 +279,7 @@ func (c *Consumer[K, V]) ResumeFlood() error {
 	c.flood.tripped = nil
 	close(c.flood.resumed)
 	c.flood.mu.Unlock()
-	c.cl.ResumeFetchTopics(c.cfg.Topics...)
+	c.cl.ResumeFetchTopics(c.sourceTopics()...)
 	c.log.Warn("flood guard resumed by an operator", "tripped_on", fmt.Sprintf("%s/%d@%d", f.Topic, f.Partition, f.Offset),
 		"paused_for", dur(time.Since(f.Since).Round(time.Millisecond)))
 	if c.hooks != nil {

@@ -89,6 +89,8 @@ type runAdminTLS struct {
 type runPipeline struct {
 	Name           string          `yaml:"name"`
 	Topics         []string        `yaml:"topics"`
+	TopicPattern   string          `yaml:"topic-pattern"` // instead of topics (consumer.Config.TopicPattern)
+	TopicRefresh   time.Duration   `yaml:"topic-refresh"`
 	Group          string          `yaml:"group"`
 	GroupProtocol  string          `yaml:"group-protocol"`
 	Value          runCodec        `yaml:"value"`
@@ -433,8 +435,24 @@ func (p *runPlan) validatePipeline(i int) (*pipelinePlan, error) {
 	if !pipelineName.MatchString(c.Name) {
 		return nil, d.errAt(at("name"), "%q: letters, digits, '.', '_' and '-' only, at most 64", cli.Safe(c.Name))
 	}
-	if len(c.Topics) == 0 {
-		return nil, d.errAt(at("topics"), "required: the topics to consume")
+	switch {
+	case c.TopicPattern != "" && len(c.Topics) > 0:
+		return nil, d.errAt(at("topic-pattern"), "set with topics: choose one")
+	case c.TopicPattern != "":
+		if _, err := regexp.Compile(c.TopicPattern); err != nil {
+			return nil, d.errAt(at("topic-pattern"), "not a regular expression: %v", err)
+		}
+		if c.RetryTopics != nil {
+			return nil, d.errAt(at("topic-pattern"), "retry-topics needs the topics named: use topics")
+		}
+	case len(c.Topics) == 0:
+		return nil, d.errAt(at("topics"), "required: the topics to consume (or a topic-pattern)")
+	}
+	if c.TopicRefresh < 0 || (c.TopicRefresh > 0 && c.TopicRefresh < 100*time.Millisecond) {
+		return nil, d.errAt(at("topic-refresh"), "%v: at least 100ms", c.TopicRefresh)
+	}
+	if c.TopicRefresh > 0 && c.TopicPattern == "" {
+		return nil, d.errAt(at("topic-refresh"), "only with topic-pattern")
 	}
 	for j, t := range c.Topics {
 		if err := checkTopic(t); err != nil {

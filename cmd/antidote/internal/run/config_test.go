@@ -375,3 +375,25 @@ func TestProtobufFormatConfig(t *testing.T) {
 		t.Errorf("a valid protobuf pipeline: %v", err)
 	}
 }
+
+// TestTopicPatternRunConfig: topic-pattern replaces topics, is checked, and
+// --check says what it reads.
+func TestTopicPatternRunConfig(t *testing.T) {
+	base := "kafka:\n  brokers: [127.0.0.1:9092]\npipelines:\n  - name: p\n    SRC\n    group: g\n    value: {format: json}\n    sink:\n      kafka: {topic: out}\n"
+	for _, tc := range []struct{ src, want string }{
+		{`topic-pattern: "orders["`, "pipelines[0].topic-pattern: not a regular expression"},
+		{"topics: [a]\n    topic-pattern: a.*", "pipelines[0].topic-pattern: set with topics"},
+		{"topic-refresh: 1s\n    topics: [a]", "pipelines[0].topic-refresh: only with topic-pattern"},
+		{"group-protocol: classic", "pipelines[0].topics: required: the topics to consume (or a topic-pattern)"},
+	} {
+		_, err := parseRunFile("f.yaml", []byte(strings.Replace(base, "SRC", tc.src, 1)), nil, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant %q", tc.src, err, tc.want)
+		}
+	}
+	file := clitest.WriteFile(t, "pat.yaml", strings.Replace(base, "SRC", `topic-pattern: 'orders\..*'`, 1))
+	code, out, errOut := runCmd(t, "run", "--check", "-c", file)
+	if code != 0 || !strings.Contains(out, `topics matching orders\..*, listed every 30s (not their dead-letter topics)`) {
+		t.Errorf("--check: exit %d\n%s%s", code, out, errOut)
+	}
+}

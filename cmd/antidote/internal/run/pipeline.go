@@ -207,7 +207,12 @@ func (pp *pipelinePlan) describe() []string {
 	add := func(k, format string, args ...any) {
 		lines = append(lines, fmt.Sprintf("  %-11s %s", k, fmt.Sprintf(format, args...)))
 	}
-	add("source", "topics %s, group %s (%s protocol)", strings.Join(c.Topics, ", "), c.Group, pp.protocol)
+	if c.TopicPattern != "" {
+		add("source", "topics matching %s, listed every %v (not their dead-letter topics), group %s (%s protocol)",
+			c.TopicPattern, cmpDur(c.TopicRefresh, 30*time.Second), c.Group, pp.protocol)
+	} else {
+		add("source", "topics %s, group %s (%s protocol)", strings.Join(c.Topics, ", "), c.Group, pp.protocol)
+	}
 	chain := make([]string, 0, len(c.Value.Stages)+1)
 	for _, s := range c.Value.Stages {
 		switch s.Type {

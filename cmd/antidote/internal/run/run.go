@@ -396,7 +396,7 @@ func (p *runPlan) build(rc *runConn, log *slog.Logger) (_ *runtime, err error) {
 		rt.sinks = append(rt.sinks, s)
 		rt.consumers[pp.cfg.Name] = c
 		rt.order = append(rt.order, pp.cfg.Name)
-		log.Info("pipeline ready", "pipeline", pp.cfg.Name, "topics", pp.cfg.Topics, "group", pp.cfg.Group, "sink", s.describe())
+		log.Info("pipeline ready", "pipeline", pp.cfg.Name, "topics", pp.cfg.Topics, "topic_pattern", pp.cfg.TopicPattern, "group", pp.cfg.Group, "sink", s.describe())
 	}
 	if rt.registry != nil {
 		rt.registry.Breaker().OnStateChange(func(_, to avro.State) {
@@ -448,6 +448,8 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 	cfg := consumer.Config[[]byte, []byte]{
 		Brokers:         rc.brokers,
 		Topics:          pp.cfg.Topics,
+		TopicPattern:    pp.cfg.TopicPattern,
+		TopicRefresh:    pp.cfg.TopicRefresh,
 		Group:           pp.cfg.Group,
 		Key:             key,
 		Value:           value,
