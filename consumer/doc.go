@@ -218,7 +218,7 @@
 // (a rebalance). The consumer's own topics never match, though their names
 // may: the dead-letter topic of a listed topic and the durable-attempts
 // topic, so "orders.*" does not read orders.dlq back. A subscribed topic
-// stays subscribed; one deleted is purged like any deleted topic.
+// stays subscribed, even deleted: created again, it is read again.
 //
 // # Settling failures
 //
