@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -113,12 +114,21 @@ func (tb *tab) login(t *testing.T) {
 	)
 }
 
-// text returns the text of the element sel.
+// text returns the text of the element sel, once the page has loaded.
+// It is read in one evaluation in the page: a node found by one CDP call
+// and read by the next can belong to a document that a form's redirect has
+// replaced in between ("No node with given id found").
 func (tb *tab) text(t *testing.T, sel string) string {
 	t.Helper()
-	var s string
-	tb.run(t, "text of "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
-	return s
+	js := `(() => { if (document.readyState !== "complete") return null;
+		const e = document.querySelector(` + strconv.Quote(sel) + `);
+		return e ? [e.innerText] : null; })()`
+	var s []string
+	tb.run(t, "text of "+sel, chromedp.Poll(js, &s, chromedp.WithPollingTimeout(30*time.Second)))
+	if len(s) != 1 {
+		t.Fatalf("text of %s: %v", sel, s)
+	}
+	return s[0]
 }
 
 // screenshot writes the page to $ANTIDOTE_SCREENSHOTS/name.png.
