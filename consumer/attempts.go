@@ -131,13 +131,16 @@ type attempts struct {
 	mu     sync.Mutex
 	resume map[tp]map[int64]attemptEntry // read at assignment, taken by new partition workers
 
-	// pending counts this state's writes in flight; idle is closed when
-	// the count falls to 0 (nil while none are in flight). flush waits on
-	// these writes only: the client's other writes (a dead letter that a
-	// hung broker never answers) are not the revoke's to wait for.
-	pendMu  sync.Mutex
-	pending int
-	idle    chan struct{}
+	// started and finished count this state's writes. Its topic has one
+	// partition, whose writes franz-go finishes in order, so a flush waits
+	// until finished reaches the count started before it, on these writes
+	// only: the client's other writes (a dead letter that a hung broker
+	// never answers) are not the revoke's to wait for, nor writes started
+	// after it.
+	pendMu   sync.Mutex
+	started  uint64
+	finished uint64
+	waiters  []flushWaiter
 }
 
 // save records that rec has failed attempts times since first.
@@ -163,19 +166,22 @@ func (a *attempts) produce(r *kgo.Record) {
 		return
 	}
 	a.pendMu.Lock()
-	if a.pending == 0 {
-		a.idle = make(chan struct{})
-	}
-	a.pending++
+	a.started++
 	a.pendMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	a.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 		cancel()
 		a.pendMu.Lock()
-		if a.pending--; a.pending == 0 {
-			close(a.idle)
-			a.idle = nil
+		a.finished++
+		kept := a.waiters[:0]
+		for _, w := range a.waiters {
+			if a.finished >= w.upTo {
+				close(w.done)
+			} else {
+				kept = append(kept, w)
+			}
 		}
+		a.waiters = kept
 		a.pendMu.Unlock()
 		if err != nil {
 			a.log.Warn("attempts write failed: the attempt count of a retrying record may restart after a restart", "attempts_topic", a.topic, "err", err)
@@ -189,18 +195,27 @@ func (a *attempts) produce(r *kgo.Record) {
 // up.
 func (a *attempts) flush(timeout time.Duration) {
 	a.pendMu.Lock()
-	idle, n := a.idle, a.pending
-	a.pendMu.Unlock()
-	if idle == nil {
+	if a.finished >= a.started {
+		a.pendMu.Unlock()
 		return
 	}
+	w := flushWaiter{upTo: a.started, done: make(chan struct{})}
+	a.waiters = append(a.waiters, w)
+	n := a.started - a.finished
+	a.pendMu.Unlock()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case <-idle:
+	case <-w.done:
 	case <-t.C:
 		a.log.Warn("attempts writes not flushed: the next owner may repeat an attempt", "attempts_topic", a.topic, "in_flight", n, "waited", timeout)
 	}
+}
+
+// flushWaiter is a flush waiting for the writes started before it.
+type flushWaiter struct {
+	upTo uint64
+	done chan struct{}
 }
 
 // ensure creates the state topic once.

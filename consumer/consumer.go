@@ -208,17 +208,17 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	if cfg.TopicPattern != "" {
 		re, _ := compileTopicPattern(cfg.TopicPattern) // checked by validate
 		w := &topicWatch{re: re, every: cmp.Or(cfg.TopicRefresh, defaultTopicRefresh), adm: c.dlq.adm,
-			own: func(source string) []string { return []string{c.dlq.topicFor(source)} }}
+			own: ownTopics(cfg.DeadLetter.Topic, cfg.Group, c.attempts.topic)}
 		w.add = func(ts []string) {
-			cl.AddConsumeTopics(ts...)
 			c.flood.mu.Lock()
 			if c.flood.tripped != nil {
-				cl.PauseFetchTopics(ts...) // a new topic waits with the others
+				// Paused before it is read: a new topic waits with the
+				// others (franz-go keeps the pause of a topic it does
+				// not consume yet).
+				cl.PauseFetchTopics(ts...)
 			}
 			c.flood.mu.Unlock()
-		}
-		if c.attempts.topic != "" {
-			w.fixed = []string{c.attempts.topic}
+			cl.AddConsumeTopics(ts...)
 		}
 		c.pattern = w
 	}

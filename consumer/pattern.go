@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/antidote-kafka/antidote/deadletter"
 )
 
 // defaultTopicRefresh is how often the topics of a TopicPattern are listed.
@@ -22,15 +24,31 @@ type topicWatch struct {
 	re      *regexp.Regexp
 	every   time.Duration
 	adm     *kadm.Client
-	own     func(source string) []string // the consumer's own topics of a source
-	fixed   []string                     // own topics not tied to a source (attempts)
-	add     func(topics []string)        // subscribe
-	matched atomic.Pointer[[]string]     // sorted; written by the watch goroutine only
+	own     func(topic string) bool  // one of the consumer's own topics
+	add     func(topics []string)    // subscribe
+	matched atomic.Pointer[[]string] // sorted; written by the watch goroutine only
+	empty   bool                     // the last listing matched nothing (logged once)
 }
 
-// compileTopicPattern anchors p to the whole topic name.
+// compileTopicPattern anchors p to the whole topic name. p is compiled
+// alone first, so that a text such as "a)|(?:b" cannot escape the anchors.
 func compileTopicPattern(p string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(p); err != nil {
+		return nil, err
+	}
 	return regexp.Compile("^(?:" + p + ")$")
+}
+
+// ownTopics reports the consumer's own topics: any name the dead-letter
+// template gives (for any source topic, listed or not: the letters of a
+// deleted topic stay), and the durable-attempts topic.
+func ownTopics(dlq deadletter.Template, group, attempts string) func(string) bool {
+	parts := strings.Split(dlq.Name("\x00", group), "\x00")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	re := regexp.MustCompile("^" + strings.Join(parts, ".+") + "$")
+	return func(t string) bool { return t == attempts && attempts != "" || re.MatchString(t) }
 }
 
 // sources are the topics subscribed so far, sorted.
@@ -61,6 +79,9 @@ func (w *topicWatch) run(ctx context.Context, log *slog.Logger) {
 		} else if added := w.update(names); len(added) > 0 {
 			log.Info("topics matching the topic pattern subscribed", "pattern", w.re.String(), "topics", added)
 			w.add(added)
+		} else if len(w.sources()) == 0 && !w.empty {
+			w.empty = true
+			log.Warn("no topic matches the topic pattern yet: nothing is read until one does", "pattern", w.re.String(), "listed_topics", len(names), "again_in", w.every)
 		}
 		t.Reset(w.every)
 	}
@@ -74,27 +95,15 @@ func (w *topicWatch) list(ctx context.Context) ([]string, error) {
 	return td.Names(), nil
 }
 
-// update takes the cluster's topic names and returns the matching topics
-// not subscribed before. A topic is never matched when it is internal
-// (__consumer_offsets), or one of the consumer's own: the dead-letter topic
-// of a listed topic, or the durable-attempts topic, so that a pattern such
-// as "orders.*" does not read orders.dlq back.
+// update takes the cluster's topic names (internal ones left out by the
+// listing) and returns the matching topics not subscribed before. The
+// consumer's own topics never match, so that a pattern such as "orders.*"
+// does not read orders.dlq back.
 func (w *topicWatch) update(names []string) []string {
-	own := map[string]bool{}
-	for _, t := range w.fixed {
-		own[t] = true
-	}
-	for _, n := range names {
-		for _, t := range w.own(n) {
-			if t != n {
-				own[t] = true
-			}
-		}
-	}
 	have := w.sources()
 	var added []string
 	for _, n := range names {
-		if strings.HasPrefix(n, "__") || own[n] || !w.re.MatchString(n) {
+		if !w.re.MatchString(n) || w.own(n) {
 			continue
 		}
 		if _, found := slices.BinarySearch(have, n); !found {

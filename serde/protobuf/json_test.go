@@ -6,9 +6,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
 	"github.com/antidote-kafka/antidote/internal/srtest"
 	"github.com/antidote-kafka/antidote/serde/protobuf"
 	"github.com/antidote-kafka/antidote/serde/protobuf/internal/testpb"
@@ -59,4 +62,30 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// TestJSONDeserializerAny: a google.protobuf.Any holding a message of the
+// record's own schema is written with that message's fields, though no Go
+// type of it is linked in.
+func TestJSONDeserializerAny(t *testing.T) {
+	sreg := srtest.New(t)
+	id := sreg.RegisterSchema(t, kafkatest.UniqueName("box")+"-value", sr.Schema{Type: sr.TypeProtobuf, Schema: `syntax = "proto3";
+package box;
+import "google/protobuf/any.proto";
+message Box { google.protobuf.Any item = 1; }
+message Thing { string name = 1; }
+`})
+	thing := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "x")
+	anyMsg := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "type.googleapis.com/box.Thing")
+	anyMsg = protowire.AppendBytes(protowire.AppendTag(anyMsg, 2, protowire.BytesType), thing)
+	box := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), anyMsg)
+	d := must(protobuf.NewJSONDeserializer(newRegistry(t, sreg), "box.Box"))
+	got, err := d.Deserialize(context.Background(), meta, append(protobuf.AppendWire(nil, id), box...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm, _ := json.Marshal(must(jsonOf(got)))
+	if want := `{"item":{"@type":"type.googleapis.com/box.Thing","name":"x"}}`; string(norm) != want {
+		t.Errorf("got %s, want %s", norm, want)
+	}
 }

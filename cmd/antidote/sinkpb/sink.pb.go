@@ -5,7 +5,8 @@
 //   OK                                          processed
 //   ALREADY_EXISTS                              processed (a duplicate)
 //   INVALID_ARGUMENT, FAILED_PRECONDITION,
-//   NOT_FOUND, OUT_OF_RANGE                     permanent: dead-lettered with
+//   NOT_FOUND, OUT_OF_RANGE, and
+//   RESOURCE_EXHAUSTED "larger than max"        permanent: dead-lettered with
 //                                               the code and the message
 //   any other code (UNAVAILABLE,
 //   DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
@@ -50,13 +51,15 @@ type Record struct {
 	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	// The record's timestamp, in milliseconds since the Unix epoch.
 	TimestampMs int64 `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	// The key as it is; absent for a null key.
+	// The key, decoded with the pipeline's key.format if it has one, else
+	// as it is; absent for a null key.
 	Key []byte `protobuf:"bytes,5,opt,name=key,proto3,oneof" json:"key,omitempty"`
 	// The record's headers, in order.
 	Headers []*Header `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty"`
 	// The value after the pipeline's stages and format: a JSON document
-	// (json, json-schema, avro), text (string) or the bytes (bytes).
-	Value []byte `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	// (json, json-schema, avro, protobuf), text (string) or the bytes
+	// (bytes); absent for a tombstone (a null value).
+	Value []byte `protobuf:"bytes,7,opt,name=value,proto3,oneof" json:"value,omitempty"`
 	// application/json, text/plain; charset=utf-8 or application/octet-stream.
 	ContentType string `protobuf:"bytes,8,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	// 1 on the first try, then 2, 3, ... on retries.
@@ -452,18 +455,19 @@ var File_antidote_sink_v1_sink_proto protoreflect.FileDescriptor
 
 const file_antidote_sink_v1_sink_proto_rawDesc = "" +
 	"\n" +
-	"\x1bantidote/sink/v1/sink.proto\x12\x10antidote.sink.v1\"\x9d\x02\n" +
+	"\x1bantidote/sink/v1/sink.proto\x12\x10antidote.sink.v1\"\xac\x02\n" +
 	"\x06Record\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x15\n" +
 	"\x03key\x18\x05 \x01(\fH\x00R\x03key\x88\x01\x01\x122\n" +
-	"\aheaders\x18\x06 \x03(\v2\x18.antidote.sink.v1.HeaderR\aheaders\x12\x14\n" +
-	"\x05value\x18\a \x01(\fR\x05value\x12!\n" +
+	"\aheaders\x18\x06 \x03(\v2\x18.antidote.sink.v1.HeaderR\aheaders\x12\x19\n" +
+	"\x05value\x18\a \x01(\fH\x01R\x05value\x88\x01\x01\x12!\n" +
 	"\fcontent_type\x18\b \x01(\tR\vcontentType\x12\x18\n" +
 	"\aattempt\x18\t \x01(\x05R\aattemptB\x06\n" +
-	"\x04_key\"A\n" +
+	"\x04_keyB\b\n" +
+	"\x06_value\"A\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x19\n" +
 	"\x05value\x18\x02 \x01(\fH\x00R\x05value\x88\x01\x01B\b\n" +

@@ -5,7 +5,8 @@
 //   OK                                          processed
 //   ALREADY_EXISTS                              processed (a duplicate)
 //   INVALID_ARGUMENT, FAILED_PRECONDITION,
-//   NOT_FOUND, OUT_OF_RANGE                     permanent: dead-lettered with
+//   NOT_FOUND, OUT_OF_RANGE, and
+//   RESOURCE_EXHAUSTED "larger than max"        permanent: dead-lettered with
 //                                               the code and the message
 //   any other code (UNAVAILABLE,
 //   DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,

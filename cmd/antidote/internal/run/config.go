@@ -705,6 +705,11 @@ func (p *runPlan) validateSink(pp *pipelinePlan) error {
 				return d.errAt(at+".kafka.topic", "%q is a source topic of this pipeline: forwarding to it would loop", k.Topic)
 			}
 		}
+		if pat := pp.cfg.TopicPattern; pat != "" {
+			if re, err := regexp.Compile("^(?:" + pat + ")$"); err == nil && re.MatchString(k.Topic) {
+				return d.errAt(at+".kafka.topic", "%q matches the pipeline's topic-pattern: forwarding to it would loop", k.Topic)
+			}
+		}
 		if k.Value != "" {
 			if err := d.choice(at+".kafka.value", k.Value, "raw", "decoded"); err != nil {
 				return err
@@ -774,8 +779,8 @@ func (p *runPlan) validateGRPCSink(pp *pipelinePlan) error {
 		if strings.HasPrefix(k, "grpc-") {
 			return d.errAt(at+".metadata."+k, "keys that start with grpc- are gRPC's own")
 		}
-		if !validHeaderValue(v) {
-			return d.errAt(at+".metadata."+k, "the value holds a control character")
+		if !strings.HasSuffix(k, "-bin") && !printableASCII(v) {
+			return d.errAt(at+".metadata."+k, "gRPC sends only printable ASCII in a metadata value (a key ending in -bin takes any bytes)")
 		}
 	}
 	return validateBatch(d, at+".batch", g.Batch, defaultHTTPBatchBytes)
@@ -793,6 +798,16 @@ func validMessageName(s string) bool {
 			if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// printableASCII reports whether s holds only the bytes 0x20 to 0x7e.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
 		}
 	}
 	return true

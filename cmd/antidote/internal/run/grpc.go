@@ -140,9 +140,14 @@ func (s *grpcSink) record(r *consumer.Record[[]byte, []byte]) *sinkpb.Record {
 		Offset:      raw.Offset,
 		TimestampMs: raw.Timestamp.UnixMilli(),
 		Key:         r.Key, // decoded with key.format, or as fetched
-		Value:       r.Value,
 		ContentType: s.contentType,
 		Attempt:     int32(max(r.Attempt, 1)),
+	}
+	if raw.Value != nil {
+		m.Value = r.Value
+		if m.Value == nil {
+			m.Value = []byte{} // present: empty after decoding
+		}
 	}
 	for _, h := range raw.Headers {
 		m.Headers = append(m.Headers, &sinkpb.Header{Name: []byte(h.Key), Value: h.Value})
@@ -204,14 +209,17 @@ func grpcOutcome(code codes.Code, msg string, delay time.Duration, target, metho
 	}
 	text := fmt.Sprintf("grpc %s %s: %s", target, method, code)
 	if m := strings.TrimSpace(cli.Safe(msg)); m != "" {
-		if len(m) > errorBodyBytes {
-			m = m[:errorBodyBytes] + "..."
-		}
+		m = truncate(m, errorBodyBytes)
 		text += ": " + m
 	}
 	err := &GRPCStatusError{Code: code, msg: text}
-	switch code {
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.OutOfRange:
+	switch {
+	case code == codes.InvalidArgument, code == codes.FailedPrecondition, code == codes.NotFound, code == codes.OutOfRange:
+		return failure.Permanent(err)
+	case code == codes.ResourceExhausted && strings.Contains(msg, "larger than max"):
+		// A message over a side's size limit (gRPC's own words): no
+		// retry makes it fit. A batch goes again record by record; a
+		// record alone that is too large is dead-lettered.
 		return failure.Permanent(err)
 	}
 	if delay > 0 {

@@ -108,6 +108,7 @@ func TestGRPCSinkStatuses(t *testing.T) {
 		{status.Error(codes.Internal, "x"), "transient", 0},
 		{status.Error(codes.Unauthenticated, "x"), "transient", 0},
 		{withRetryInfo(codes.ResourceExhausted, "slow", 1500*time.Millisecond), "transient", 1500 * time.Millisecond},
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5000000 vs. 4194304)"), "permanent", 0},
 		{withRetryInfo(codes.Unavailable, "later", 5*time.Hour), "transient", maxRetryAfter},
 	} {
 		next = tc.err
@@ -171,6 +172,14 @@ func TestGRPCSinkRecord(t *testing.T) {
 	}
 	if f.records[1].Key != nil {
 		t.Errorf("a null key arrived as %q, want it absent", f.records[1].Key)
+	}
+	tomb := hostileRecord()
+	tomb.Raw.Value, tomb.Value = nil, nil
+	if err := s.handle(context.Background(), tomb); err != nil {
+		t.Fatal(err)
+	}
+	if v := f.records[2].Value; v != nil {
+		t.Errorf("a tombstone's value arrived as %q, want it absent", v)
 	}
 	if v := f.md[0].Get("authorization"); len(v) != 1 || v[0] != "Bearer t0k" {
 		t.Errorf("metadata authorization %v", v)

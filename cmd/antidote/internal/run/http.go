@@ -40,6 +40,8 @@ import (
 //
 //	2xx                          processed
 //	408, 429, 5xx                transient (retried; Retry-After honoured)
+//	401, 403                     transient: the sink's credentials, not the
+//	                             record, are wrong
 //	any other status (3xx, 4xx)  permanent (dead-lettered); redirects are not followed
 //	timeout, connection error    transient
 //
@@ -260,6 +262,11 @@ func httpOutcome(status int, h http.Header, body []byte, shownURL string, now ti
 		return nil
 	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500 && status <= 599:
 		return retryAfter(h, now, &HTTPStatusError{status, msg})
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		// The sink's credentials, not the record: a permanent failure
+		// would dead-letter every record until someone fixes the token.
+		// The partition waits, stuck and visible.
+		return retryAfter(h, now, &HTTPStatusError{status, msg + " (the sink's credentials: retried until they are fixed)"})
 	}
 	return failure.Permanent(&HTTPStatusError{status, msg})
 }

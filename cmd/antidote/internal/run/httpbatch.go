@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
 	"github.com/antidote-kafka/antidote/consumer"
@@ -27,8 +28,9 @@ import (
 //	   "timestamp": "2026-12-05T10:00:00.000Z", "attempt": 1,
 //	   "key_base64": "b3JkZXItMQ==",            (null for a null key)
 //	   "headers": [{"name": "trace", "value_base64": "..."}],
-//	   "value": {...}}                          (json, json-schema, avro)
-//	   "value_base64": "..."                    (string, bytes)
+//	   "value": {...}}                          (json, json-schema, avro, protobuf)
+//	   "value_base64": "..."                    (string, bytes; null for a
+//	                                            tombstone)
 //	]}
 //
 // Record bytes are hostile input: the key, the header values and the
@@ -193,7 +195,11 @@ func (s *httpBatchSink) appendRecord(b []byte, r *consumer.Record[[]byte, []byte
 	b = append(b, ']')
 	if s.b64 {
 		b = append(b, `,"value_base64":`...)
-		b = appendBase64(b, r.Value)
+		if r.Raw.Value == nil {
+			b = append(b, "null"...) // a tombstone
+		} else {
+			b = appendBase64(b, r.Value)
+		}
 	} else {
 		doc := bytes.TrimSpace(r.Value)
 		if !json.Valid(doc) {
@@ -203,6 +209,18 @@ func (s *httpBatchSink) appendRecord(b []byte, r *consumer.Record[[]byte, []byte
 		b = append(b, doc...)
 	}
 	return append(b, '}'), nil
+}
+
+// truncate cuts s to at most n bytes on a character's boundary, marking
+// the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 func appendBase64(b, v []byte) []byte {
@@ -320,9 +338,7 @@ func (r batchResult) failure(status int, shownURL string) error {
 	}
 	msg := fmt.Sprintf("POST %s: HTTP %d: %s", shownURL, status, r.Outcome)
 	if e := strings.TrimSpace(cli.Safe(r.Error)); e != "" {
-		if len(e) > errorBodyBytes {
-			e = e[:errorBodyBytes] + "..."
-		}
+		e = truncate(e, errorBodyBytes)
 		msg += ": " + e
 	}
 	err := &HTTPStatusError{status, msg}

@@ -134,9 +134,13 @@ func TestHTTPBatchSinkBody(t *testing.T) {
 	// The bytes format: base64 values, any bytes at all.
 	f2 := &fakeBatchService{}
 	s2 := newTestBatchSink(t, f2, runHTTP{}, "application/octet-stream")
-	bin := &consumer.Record[[]byte, []byte]{Raw: &kgo.Record{Topic: "b"}, Value: []byte("\x00\xff\"}]")}
-	if err := s2.handleBatch(context.Background(), []*consumer.Record[[]byte, []byte]{bin}); err != nil {
+	bin := &consumer.Record[[]byte, []byte]{Raw: &kgo.Record{Topic: "b", Value: []byte("\x00\xff\"}]")}, Value: []byte("\x00\xff\"}]")}
+	tomb := &consumer.Record[[]byte, []byte]{Raw: &kgo.Record{Topic: "b"}, Value: nil}
+	if err := s2.handleBatch(context.Background(), []*consumer.Record[[]byte, []byte]{bin, tomb}); err != nil {
 		t.Fatal(err)
+	}
+	if v := f2.reqs[0].Records[1].ValueBase64; v != nil {
+		t.Errorf("a tombstone's value_base64 is %q, want null", *v)
 	}
 	if rec := f2.reqs[0].Records[0]; b64(rec.ValueBase64) != string(bin.Value) || rec.Value != nil {
 		t.Errorf("bytes value: base64 %q, value %s", b64(rec.ValueBase64), rec.Value)
@@ -219,6 +223,10 @@ func TestHTTPBatchSinkWholeRequest(t *testing.T) {
 		},
 			func(err error) bool { d, ok := failure.RetryAfterOf(err); return ok && d == 3*time.Second }, "retry after 3s"},
 		{"400", func(w http.ResponseWriter) { http.Error(w, "bad", http.StatusBadRequest) }, failure.IsPermanent, "permanent"},
+		{"401", func(w http.ResponseWriter) { http.Error(w, "token expired", http.StatusUnauthorized) }, func(err error) bool {
+			return failure.IsTransient(err) && strings.Contains(err.Error(), "the sink's credentials")
+		}, "transient: the credentials, not the records"},
+		{"403", func(w http.ResponseWriter) { http.Error(w, "denied", http.StatusForbidden) }, failure.IsTransient, "transient"},
 		{"verdict", func(w http.ResponseWriter) {
 			w.Header().Set(hdrOutcome, "permanent")
 			_, _ = io.WriteString(w, `{"results":[]}`)

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61ntidote/sink/v1/sink.proto\x12\x10\x61ntidote.sink.v1\"\xcb\x01\n\x06Record\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x12\x10\n\x03key\x18\x05 \x01(\x0cH\x00\x88\x01\x01\x12)\n\x07headers\x18\x06 \x03(\x0b\x32\x18.antidote.sink.v1.Header\x12\r\n\x05value\x18\x07 \x01(\x0c\x12\x14\n\x0c\x63ontent_type\x18\x08 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x42\x06\n\x04_key\"4\n\x06Header\x12\x0c\n\x04name\x18\x01 \x01(\x0c\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"9\n\rHandleRequest\x12(\n\x06record\x18\x01 \x01(\x0b\x32\x18.antidote.sink.v1.Record\"\x10\n\x0eHandleResponse\"?\n\x12HandleBatchRequest\x12)\n\x07records\x18\x01 \x03(\x0b\x32\x18.antidote.sink.v1.Record\"@\n\x13HandleBatchResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.antidote.sink.v1.Result\"?\n\x06Result\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x16\n\x0eretry_after_ms\x18\x03 \x01(\x03\x32\xaf\x01\n\x04Sink\x12K\n\x06Handle\x12\x1f.antidote.sink.v1.HandleRequest\x1a .antidote.sink.v1.HandleResponse\x12Z\n\x0bHandleBatch\x12$.antidote.sink.v1.HandleBatchRequest\x1a%.antidote.sink.v1.HandleBatchResponseB?Z=github.com/antidote-kafka/antidote/cmd/antidote/sinkpb;sinkpbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61ntidote/sink/v1/sink.proto\x12\x10\x61ntidote.sink.v1\"\xda\x01\n\x06Record\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x12\x10\n\x03key\x18\x05 \x01(\x0cH\x00\x88\x01\x01\x12)\n\x07headers\x18\x06 \x03(\x0b\x32\x18.antidote.sink.v1.Header\x12\x12\n\x05value\x18\x07 \x01(\x0cH\x01\x88\x01\x01\x12\x14\n\x0c\x63ontent_type\x18\x08 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x42\x06\n\x04_keyB\x08\n\x06_value\"4\n\x06Header\x12\x0c\n\x04name\x18\x01 \x01(\x0c\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"9\n\rHandleRequest\x12(\n\x06record\x18\x01 \x01(\x0b\x32\x18.antidote.sink.v1.Record\"\x10\n\x0eHandleResponse\"?\n\x12HandleBatchRequest\x12)\n\x07records\x18\x01 \x03(\x0b\x32\x18.antidote.sink.v1.Record\"@\n\x13HandleBatchResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.antidote.sink.v1.Result\"?\n\x06Result\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x16\n\x0eretry_after_ms\x18\x03 \x01(\x03\x32\xaf\x01\n\x04Sink\x12K\n\x06Handle\x12\x1f.antidote.sink.v1.HandleRequest\x1a .antidote.sink.v1.HandleResponse\x12Z\n\x0bHandleBatch\x12$.antidote.sink.v1.HandleBatchRequest\x1a%.antidote.sink.v1.HandleBatchResponseB?Z=github.com/antidote-kafka/antidote/cmd/antidote/sinkpb;sinkpbb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'antidote.sink.v1.sink_pb2', globals())
@@ -22,19 +22,19 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z=github.com/antidote-kafka/antidote/cmd/antidote/sinkpb;sinkpb'
   _RECORD._serialized_start=50
-  _RECORD._serialized_end=253
-  _HEADER._serialized_start=255
-  _HEADER._serialized_end=307
-  _HANDLEREQUEST._serialized_start=309
-  _HANDLEREQUEST._serialized_end=366
-  _HANDLERESPONSE._serialized_start=368
-  _HANDLERESPONSE._serialized_end=384
-  _HANDLEBATCHREQUEST._serialized_start=386
-  _HANDLEBATCHREQUEST._serialized_end=449
-  _HANDLEBATCHRESPONSE._serialized_start=451
-  _HANDLEBATCHRESPONSE._serialized_end=515
-  _RESULT._serialized_start=517
-  _RESULT._serialized_end=580
-  _SINK._serialized_start=583
-  _SINK._serialized_end=758
+  _RECORD._serialized_end=268
+  _HEADER._serialized_start=270
+  _HEADER._serialized_end=322
+  _HANDLEREQUEST._serialized_start=324
+  _HANDLEREQUEST._serialized_end=381
+  _HANDLERESPONSE._serialized_start=383
+  _HANDLERESPONSE._serialized_end=399
+  _HANDLEBATCHREQUEST._serialized_start=401
+  _HANDLEBATCHREQUEST._serialized_end=464
+  _HANDLEBATCHRESPONSE._serialized_start=466
+  _HANDLEBATCHRESPONSE._serialized_end=530
+  _RESULT._serialized_start=532
+  _RESULT._serialized_end=595
+  _SINK._serialized_start=598
+  _SINK._serialized_end=773
 # @@protoc_insertion_point(module_scope)
