@@ -5,6 +5,13 @@
 //
 //	go run ./bench/concurrency -brokers 127.0.0.1:39092
 //
+// With -inflight, it measures instead how near the consumer comes to the
+// physical limit of the workload (calls in flight ÷ handler time) at each
+// number of handler calls in flight, with the default buffer limits, over
+// -rounds rounds:
+//
+//	go run ./bench/concurrency -brokers 127.0.0.1:39092 -inflight 64,256 -rounds 5
+//
 // See bench/README.md, "Keyed concurrency".
 package main
 
@@ -16,6 +23,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,8 +45,26 @@ func main() {
 	partitions := flag.Int("partitions", 4, "partitions")
 	work := flag.Duration("work", 5*time.Millisecond, "what the handler waits per record")
 	conc := flag.Int("concurrency", 64, "Concurrency.Max of the keyed run")
+	inflight := flag.String("inflight", "", "handler calls in flight to measure against the physical limit, comma-separated (Concurrency.Max = in flight ÷ partitions); empty: the keyed / one-at-a-time ratio")
+	rounds := flag.Int("rounds", 3, "rounds of each -inflight level")
 	flag.Parse()
-	if err := run(strings.Split(*brokers, ","), *records, *keys, int32(*partitions), *work, *conc); err != nil {
+	bs := strings.Split(*brokers, ",")
+	var err error
+	if *inflight != "" {
+		var levels []int
+		for _, s := range strings.Split(*inflight, ",") {
+			n, perr := strconv.Atoi(strings.TrimSpace(s))
+			if perr != nil || n < *partitions {
+				fmt.Fprintf(os.Stderr, "concurrency: -inflight %q: each level is a whole number of at least -partitions\n", s)
+				os.Exit(2)
+			}
+			levels = append(levels, n)
+		}
+		err = limit(bs, *records, *keys, int32(*partitions), *work, levels, *rounds)
+	} else {
+		err = run(bs, *records, *keys, int32(*partitions), *work, *conc)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "concurrency:", err)
 		os.Exit(1)
 	}
@@ -49,6 +75,7 @@ func run(brokers []string, n, keys int, parts int32, work time.Duration, conc in
 	if err := fill(brokers, topic, n, keys, parts); err != nil {
 		return err
 	}
+	defer drop(brokers, topic)
 	fmt.Printf("%d records of %d keys on %d partitions; the handler waits %v per record\n", n, keys, parts, work)
 	var rates []float64
 	for _, max := range []int{1, conc} {
@@ -67,6 +94,66 @@ func run(brokers []string, n, keys int, parts int32, work time.Duration, conc in
 	}
 	fmt.Printf("keyed %d / one at a time: %.1f× (target ≥ 12×): %s\n", conc, ratio, verdict)
 	return nil
+}
+
+// limit runs, for each number of calls in flight, rounds consumers with the
+// default settings but Concurrency.Max, interleaved (round 1 of every level,
+// then round 2, ...), and prints each level's median records/s against the
+// physical limit of the workload: calls in flight ÷ the handler's measured
+// mean time.
+func limit(brokers []string, n, keys int, parts int32, work time.Duration, levels []int, rounds int) error {
+	topic := "concbench-" + time.Now().Format("150405")
+	if err := fill(brokers, topic, n, keys, parts); err != nil {
+		return err
+	}
+	defer drop(brokers, topic)
+	fmt.Printf("%d records of %d keys on %d partitions; the handler waits %v per record; default buffer limits\n", n, keys, parts, work)
+	res := make(map[int][]result)
+	for round := 1; round <= rounds; round++ {
+		for _, lv := range levels {
+			r, err := consume(brokers, topic, n, work, lv/int(parts))
+			if err != nil {
+				return err
+			}
+			res[lv] = append(res[lv], r)
+			fmt.Fprintf(os.Stderr, "round %d, %d in flight: %8.0f records/s, %.0f%% of the limit, handler %v, CPU %.1f µs/record, fetched %d%s, violations %d\n",
+				round, lv, r.rate, 100*r.rate/r.limit(lv), r.handler.Round(time.Microsecond), r.cpuPerRecord, r.fetched, mismatch(r.fetched, n), r.violations)
+		}
+	}
+	fmt.Printf("%-10s %12s %20s %10s %12s %10s %10s\n", "in flight", "records/s", "min-max", "limit", "of limit", "µs/rec", "check")
+	for _, lv := range levels {
+		rs := res[lv]
+		rates := make([]float64, len(rs))
+		fracs := make([]float64, len(rs))
+		cpus := make([]float64, len(rs))
+		check := "ok"
+		for i, r := range rs {
+			rates[i], fracs[i], cpus[i] = r.rate, r.rate/r.limit(lv), r.cpuPerRecord
+			if r.fetched != int64(n) || r.violations != 0 {
+				check = "FAILED"
+			}
+		}
+		fmt.Printf("%-10d %12.0f %9.0f-%-10.0f %10.0f %11.0f%% %10.1f %10s\n", lv, median(rates), slices.Min(rates), slices.Max(rates),
+			median(rates)/median(fracs), 100*median(fracs), median(cpus), check)
+	}
+	fmt.Println(`"limit" is calls in flight ÷ the handler's measured mean time; "check": every run fetched each record once and kept per-key order`)
+	return nil
+}
+
+func mismatch(fetched int64, n int) string {
+	if fetched != int64(n) {
+		return fmt.Sprintf(" <-- FETCHED %d != PRODUCED %d", fetched, n)
+	}
+	return ""
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func fill(brokers []string, topic string, n, keys int, parts int32) error {
@@ -107,17 +194,42 @@ func fill(brokers []string, topic string, n, keys int, parts int32) error {
 	return nil
 }
 
+// drop deletes the bench's topic.
+func drop(brokers []string, topic string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = kadm.NewClient(cl).DeleteTopics(ctx, topic)
+}
+
 type result struct {
 	rate         float64
 	window       time.Duration
 	cpuPerRecord float64
 	violations   int
+	handler      time.Duration // mean time of one handler call
+	fetched      int64         // records in the fetch batches the client read
 }
+
+// limit is the physical limit of the run at inflight calls: calls in flight
+// ÷ the handler's mean time, in records/s.
+func (r result) limit(inflight int) float64 { return float64(inflight) / r.handler.Seconds() }
 
 func cpu() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fetchCount counts the records of every fetch batch the client reads.
+type fetchCount struct{ n atomic.Int64 }
+
+func (f *fetchCount) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	f.n.Add(int64(m.NumRecords))
 }
 
 // consume reads the topic with a fresh group and returns the records/s from
@@ -128,18 +240,20 @@ func consume(brokers []string, topic string, n int, work time.Duration, max int)
 	var mu sync.Mutex
 	next := map[string]int{}
 	violations := 0
-	var done atomic.Int64
+	var done, busy atomic.Int64
 	var first, last atomic.Int64
 	var cpu0 atomic.Int64
+	var fetched fetchCount
 	finished := make(chan struct{})
 	c, err := consumer.New(consumer.Config[string, string]{
 		Brokers: brokers, Topics: []string{topic}, Group: fmt.Sprintf("concbench-%d-%d", max, time.Now().UnixNano()),
 		Key: serde.String(), Value: serde.String(),
 		Concurrency: consumer.Concurrency{Max: max},
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ClientOpts:  []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		ClientOpts:  []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(&fetched)},
 		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
-			if first.CompareAndSwap(0, time.Now().UnixNano()) {
+			t0 := time.Now()
+			if first.CompareAndSwap(0, t0.UnixNano()) {
 				cpu0.Store(int64(cpu()))
 			}
 			time.Sleep(work)
@@ -150,7 +264,9 @@ func consume(brokers []string, topic string, n int, work time.Duration, max int)
 			}
 			next[r.Key] = seq + 1
 			mu.Unlock()
-			last.Store(time.Now().UnixNano())
+			now := time.Now()
+			busy.Add(int64(now.Sub(t0)))
+			last.Store(now.UnixNano())
 			if done.Add(1) == int64(n) {
 				close(finished)
 			}
@@ -175,5 +291,8 @@ func consume(brokers []string, topic string, n int, work time.Duration, max int)
 		return result{}, err
 	}
 	w := time.Duration(last.Load() - first.Load())
-	return result{rate: float64(n) / w.Seconds(), window: w, cpuPerRecord: float64(used.Microseconds()) / float64(n), violations: violations}, nil
+	return result{
+		rate: float64(n) / w.Seconds(), window: w, cpuPerRecord: float64(used.Microseconds()) / float64(n), violations: violations,
+		handler: time.Duration(busy.Load() / int64(n)), fetched: fetched.n.Load(),
+	}, nil
 }
