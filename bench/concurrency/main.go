@@ -12,17 +12,24 @@
 //
 //	go run ./bench/concurrency -brokers 127.0.0.1:39092 -inflight 64,256 -rounds 5
 //
+// Each of those runs is followed, on the same topic and at the same calls in
+// flight, by Confluent's Parallel Consumer (KEY ordering), built with Maven
+// from bench/concurrency/parallelconsumer when java and mvn are on the PATH.
+//
 // See bench/README.md, "Keyed concurrency".
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +54,7 @@ func main() {
 	conc := flag.Int("concurrency", 64, "Concurrency.Max of the keyed run")
 	inflight := flag.String("inflight", "", "handler calls in flight to measure against the physical limit, comma-separated (Concurrency.Max = in flight ÷ partitions); empty: the keyed / one-at-a-time ratio")
 	rounds := flag.Int("rounds", 3, "rounds of each -inflight level")
+	peer := flag.String("peer", "bench/concurrency/parallelconsumer", "with -inflight: the Maven project of the Confluent Parallel Consumer side, run in each round when java and mvn are on the PATH; empty: none")
 	flag.Parse()
 	bs := strings.Split(*brokers, ",")
 	var err error
@@ -60,7 +68,7 @@ func main() {
 			}
 			levels = append(levels, n)
 		}
-		err = limit(bs, *records, *keys, int32(*partitions), *work, levels, *rounds)
+		err = limit(bs, *records, *keys, int32(*partitions), *work, levels, *rounds, *peer)
 	} else {
 		err = run(bs, *records, *keys, int32(*partitions), *work, *conc)
 	}
@@ -100,8 +108,13 @@ func run(brokers []string, n, keys int, parts int32, work time.Duration, conc in
 // default settings but Concurrency.Max, interleaved (round 1 of every level,
 // then round 2, ...), and prints each level's median records/s against the
 // physical limit of the workload: calls in flight ÷ the handler's measured
-// mean time.
-func limit(brokers []string, n, keys int, parts int32, work time.Duration, levels []int, rounds int) error {
+// mean time. With a peer, each run is followed by the Parallel Consumer's
+// on the same topic at the same calls in flight.
+func limit(brokers []string, n, keys int, parts int32, work time.Duration, levels []int, rounds int, peerDir string) error {
+	pc, err := buildPeer(peerDir)
+	if err != nil {
+		return err
+	}
 	topic := "concbench-" + time.Now().Format("150405")
 	if err := fill(brokers, topic, n, keys, parts); err != nil {
 		return err
@@ -109,6 +122,7 @@ func limit(brokers []string, n, keys int, parts int32, work time.Duration, level
 	defer drop(brokers, topic)
 	fmt.Printf("%d records of %d keys on %d partitions; the handler waits %v per record; default buffer limits\n", n, keys, parts, work)
 	res := make(map[int][]result)
+	peers := make(map[int][]result)
 	for round := 1; round <= rounds; round++ {
 		for _, lv := range levels {
 			r, err := consume(brokers, topic, n, work, lv/int(parts))
@@ -116,28 +130,105 @@ func limit(brokers []string, n, keys int, parts int32, work time.Duration, level
 				return err
 			}
 			res[lv] = append(res[lv], r)
-			fmt.Fprintf(os.Stderr, "round %d, %d in flight: %8.0f records/s, %.0f%% of the limit, handler %v, CPU %.1f µs/record, fetched %d%s, violations %d\n",
+			fmt.Fprintf(os.Stderr, "round %d, %d in flight: antidote %8.0f records/s, %.0f%% of the limit, handler %v, CPU %.1f µs/record, fetched %d%s, violations %d\n",
 				round, lv, r.rate, 100*r.rate/r.limit(lv), r.handler.Round(time.Microsecond), r.cpuPerRecord, r.fetched, mismatch(r.fetched, n), r.violations)
-		}
-	}
-	fmt.Printf("%-10s %12s %20s %10s %12s %10s %10s\n", "in flight", "records/s", "min-max", "limit", "of limit", "µs/rec", "check")
-	for _, lv := range levels {
-		rs := res[lv]
-		rates := make([]float64, len(rs))
-		fracs := make([]float64, len(rs))
-		cpus := make([]float64, len(rs))
-		check := "ok"
-		for i, r := range rs {
-			rates[i], fracs[i], cpus[i] = r.rate, r.rate/r.limit(lv), r.cpuPerRecord
-			if r.fetched != int64(n) || r.violations != 0 {
-				check = "FAILED"
+			if pc == nil {
+				continue
 			}
+			q, err := pc.run(brokers, topic, n, lv, work)
+			if err != nil {
+				return err
+			}
+			peers[lv] = append(peers[lv], q)
+			fmt.Fprintf(os.Stderr, "round %d, %d in flight: parallel %8.0f records/s, %.0f%% of the limit, handler %v, CPU %.1f µs/record, violations %d\n",
+				round, lv, q.rate, 100*q.rate/q.limit(lv), q.handler.Round(time.Microsecond), q.cpuPerRecord, q.violations)
 		}
-		fmt.Printf("%-10d %12.0f %9.0f-%-10.0f %10.0f %11.0f%% %10.1f %10s\n", lv, median(rates), slices.Min(rates), slices.Max(rates),
-			median(rates)/median(fracs), 100*median(fracs), median(cpus), check)
 	}
-	fmt.Println(`"limit" is calls in flight ÷ the handler's measured mean time; "check": every run fetched each record once and kept per-key order`)
+	fmt.Printf("%-10s %-9s %12s %20s %10s %10s %10s %10s\n", "in flight", "consumer", "records/s", "min-max", "limit", "of limit", "µs/rec", "check")
+	for _, lv := range levels {
+		row(lv, "antidote", res[lv], n, true)
+		if pc != nil {
+			row(lv, "parallel", peers[lv], n, false)
+			ratios := make([]float64, len(res[lv]))
+			for i := range ratios {
+				ratios[i] = res[lv][i].rate / peers[lv][i].rate
+			}
+			verdict := "PASS"
+			if median(ratios) < 1.2 {
+				verdict = "MISS"
+			}
+			fmt.Printf("%-10d antidote / parallel, same round: median %.2f× (%.2f-%.2f; target ≥ 1.2×): %s\n",
+				lv, median(ratios), slices.Min(ratios), slices.Max(ratios), verdict)
+		}
+	}
+	fmt.Println(`"limit" is calls in flight ÷ the handler's measured mean time (target: antidote ≥ 90%); "check": every run kept per-key order (antidote: and fetched each record once)`)
+	if pc == nil && peerDir != "" {
+		fmt.Println("no java or mvn on the PATH: the Parallel Consumer side was not run")
+	}
 	return nil
+}
+
+// row prints one consumer's figures at one level.
+func row(lv int, name string, rs []result, n int, fetched bool) {
+	rates := make([]float64, len(rs))
+	fracs := make([]float64, len(rs))
+	cpus := make([]float64, len(rs))
+	check := "ok"
+	for i, r := range rs {
+		rates[i], fracs[i], cpus[i] = r.rate, r.rate/r.limit(lv), r.cpuPerRecord
+		if (fetched && r.fetched != int64(n)) || r.violations != 0 {
+			check = "FAILED"
+		}
+	}
+	fmt.Printf("%-10d %-9s %12.0f %9.0f-%-10.0f %10.0f %9.0f%% %10.1f %10s\n", lv, name, median(rates), slices.Min(rates), slices.Max(rates),
+		median(rates)/median(fracs), 100*median(fracs), median(cpus), check)
+}
+
+// peer is the Confluent Parallel Consumer side: a Maven project built once,
+// run as its own process for each run.
+type peer struct{ classpath string }
+
+// buildPeer builds the Maven project in dir, or returns nil when dir is
+// empty or java or mvn is not on the PATH.
+func buildPeer(dir string) (*peer, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	for _, tool := range []string{"java", "mvn"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, nil
+		}
+	}
+	fmt.Fprintln(os.Stderr, "building the Parallel Consumer side with Maven (the first build downloads it from Maven Central)")
+	cmd := exec.Command("mvn", "-B", "-q", "-f", filepath.Join(dir, "pom.xml"), "package", "-DskipTests")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building %s: %v\n%s", dir, err, out)
+	}
+	target := filepath.Join(dir, "target")
+	return &peer{classpath: filepath.Join(target, "classes") + string(os.PathListSeparator) + filepath.Join(target, "lib", "*")}, nil
+}
+
+// run consumes topic with the Parallel Consumer, KEY ordering,
+// maxConcurrency inflight, a fresh group, and reads its result.
+func (p *peer) run(brokers []string, topic string, n, inflight int, work time.Duration) (result, error) {
+	cmd := exec.Command("java", "-cp", p.classpath, "dev.antidote.bench.ParallelConsumerBench",
+		strings.Join(brokers, ","), topic, strconv.Itoa(n), strconv.Itoa(inflight), strconv.FormatInt(work.Microseconds(), 10))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, fmt.Errorf("parallel consumer at %d in flight: %v", inflight, err)
+	}
+	var j struct {
+		Rate       float64 `json:"rate"`
+		WindowNs   int64   `json:"window_ns"`
+		HandlerNs  int64   `json:"handler_ns"`
+		CPUPerRec  float64 `json:"cpu_us_per_record"`
+		Violations int     `json:"violations"`
+	}
+	if err := json.Unmarshal(out, &j); err != nil {
+		return result{}, fmt.Errorf("parallel consumer output %q: %v", out, err)
+	}
+	return result{rate: j.Rate, window: time.Duration(j.WindowNs), handler: time.Duration(j.HandlerNs), cpuPerRecord: j.CPUPerRec, violations: j.Violations}, nil
 }
 
 func mismatch(fetched int64, n int) string {
