@@ -22,10 +22,14 @@ import (
 // poll goroutine (unbuffered, once a poll has taken records; records
 // dropped by a pause or a rebalance, on a goroutine of the client's).
 type fetchView struct {
-	parts sync.Map // tp -> *fetchStat
+	mu    sync.Mutex                        // serialises adding a partition
+	parts atomic.Pointer[map[tp]*fetchStat] // copied on write
+	last  atomic.Pointer[fetchStat]         // the last looked up: a fetch's records come by partition
 }
 
 type fetchStat struct {
+	topic  string
+	part   int32
 	held   atomic.Int64 // records in the client
 	broker atomic.Int32 // the broker it was last fetched from
 }
@@ -36,13 +40,43 @@ var (
 	_ kgo.HookFetchRecordUnbuffered = (*fetchView)(nil)
 )
 
+// stat returns the partition's figures. It costs a few nanoseconds for the
+// records of the partition looked up last, which is most of them.
 func (v *fetchView) stat(topic string, part int32) *fetchStat {
-	k := tp{topic, part}
-	if s, ok := v.parts.Load(k); ok {
-		return s.(*fetchStat)
+	if s := v.last.Load(); s != nil && s.part == part && s.topic == topic {
+		return s
 	}
-	s, _ := v.parts.LoadOrStore(k, new(fetchStat))
-	return s.(*fetchStat)
+	var s *fetchStat
+	if m := v.parts.Load(); m != nil {
+		s = (*m)[tp{topic, part}]
+	}
+	if s == nil {
+		s = v.add(topic, part)
+	}
+	v.last.Store(s)
+	return s
+}
+
+func (v *fetchView) add(topic string, part int32) *fetchStat {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := v.parts.Load()
+	if old != nil {
+		if s := (*old)[tp{topic, part}]; s != nil {
+			return s
+		}
+	}
+	m := make(map[tp]*fetchStat, 1)
+	if old != nil {
+		m = make(map[tp]*fetchStat, len(*old)+1)
+		for k, s := range *old {
+			m[k] = s
+		}
+	}
+	s := &fetchStat{topic: topic, part: part}
+	m[tp{topic, part}] = s
+	v.parts.Store(&m)
+	return s
 }
 
 // OnFetchBatchRead notes the partition's broker; it runs before the
@@ -72,16 +106,16 @@ func (v *fetchView) held(topic string, part int32) int64 {
 // polled, and no other is sent to it until it is.
 func (v *fetchView) brokerHolds(topic string, part int32) bool {
 	b := v.stat(topic, part).broker.Load()
-	holds := false
-	v.parts.Range(func(_, s any) bool {
-		st := s.(*fetchStat)
-		if st.broker.Load() == b && st.held.Load() > 0 {
-			holds = true
-			return false
+	m := v.parts.Load()
+	if m == nil {
+		return false
+	}
+	for _, s := range *m {
+		if s.broker.Load() == b && s.held.Load() > 0 {
+			return true
 		}
-		return true
-	})
-	return holds
+	}
+	return false
 }
 
 // pollRound polls what the client has fetched and hands it to the
