@@ -17,7 +17,8 @@ import (
 
 // fullPauseSetup is a topic of two partitions and a consumer whose handler
 // holds partition 0 until release is closed: partition 0 fills its bound
-// (50 records) while partition 1 is handled at once. Fetches are small
+// (500 records) while partition 1 is handled at once, and is far from its
+// own (it is given a few dozen records a fetch). Fetches are small
 // (1 KiB a partition, batches of at most 512 B), so that partition 0 is
 // fetched over many rounds and one fetch brings it at most a few dozen
 // records; a fetch has room for both partitions, so that partition 0's
@@ -34,7 +35,7 @@ type fullPauseSetup struct {
 }
 
 const (
-	fullBound    = 50
+	fullBound    = 500
 	fullRecBytes = 40 // key + value of each record below
 )
 
@@ -139,7 +140,7 @@ func TestFullPartitionPausedOthersFlow(t *testing.T) {
 // flows again once back under half of its bound. Nothing is fetched twice.
 func TestFullPauseAndOperatorPause(t *testing.T) {
 	s := newFullPause(t, nil)
-	s.produce(t, 0, 500)
+	s.produce(t, 0, 2000)
 	s.produce(t, 1, 3000)
 	stop := runConsumer(t, s.cons)
 	defer func() { _ = stop() }()
@@ -164,8 +165,8 @@ func TestFullPauseAndOperatorPause(t *testing.T) {
 			p0, s.fetched[0].Load()-before)
 	}
 	s.unblock()
-	kafkatest.WaitFor(t, 60*time.Second, "partition 0 handled", func() bool { return s.processed[0].Load() == 600 })
-	if f0 := s.fetched[0].Load(); f0 != 600 {
-		t.Fatalf("fetched %d records of partition 0 for 600 produced: records were fetched twice", f0)
+	kafkatest.WaitFor(t, 60*time.Second, "partition 0 handled", func() bool { return s.processed[0].Load() == 2100 })
+	if f0 := s.fetched[0].Load(); f0 != 2100 {
+		t.Fatalf("fetched %d records of partition 0 for 2100 produced: records were fetched twice", f0)
 	}
 }
