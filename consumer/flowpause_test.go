@@ -25,7 +25,9 @@ import (
 // records are not always the last of the fetch (franz-go cannot pause a
 // partition at the end of its broker's fetch without dropping them).
 type fullPauseSetup struct {
+	c         *kafkatest.Cluster
 	topic     string
+	onHandled func(*consumer.Record[string, string]) // set before unblock
 	cons      *consumer.Consumer[string, string]
 	prod      *kgo.Client
 	release   chan struct{}
@@ -41,7 +43,7 @@ const (
 
 func newFullPause(t *testing.T, mod func(*consumer.Config[string, string])) *fullPauseSetup {
 	c := kafkatest.New(t)
-	s := &fullPauseSetup{topic: c.Topic(t, "fullpause", 2), release: make(chan struct{})}
+	s := &fullPauseSetup{c: c, topic: c.Topic(t, "fullpause", 2), release: make(chan struct{})}
 	s.prod = c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(512))
 	t.Cleanup(s.unblock)
 	s.cons = stringConsumer(t, c, s.topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
@@ -51,6 +53,9 @@ func newFullPause(t *testing.T, mod func(*consumer.Config[string, string])) *ful
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if s.onHandled != nil {
+			s.onHandled(r)
 		}
 		s.processed[r.Raw.Partition].Add(1)
 		return nil
@@ -169,4 +174,54 @@ func TestFullPauseAndOperatorPause(t *testing.T) {
 	if f0 := s.fetched[0].Load(); f0 != 2100 {
 		t.Fatalf("fetched %d records of partition 0 for 2100 produced: records were fetched twice", f0)
 	}
+}
+
+// TestFullPauseRevoked: a partition paused because full, then revoked and
+// assigned back, flows again: the pause is this member's, for that
+// assignment. Partition 0 fills and is paused on member A; member B joins
+// (an eager balancer revokes every partition) and leaves, handling none of
+// partition 0; once A's handler is unblocked, A handles every record of
+// partition 0.
+func TestFullPauseRevoked(t *testing.T) {
+	group := kafkatest.UniqueName("fullrevoke")
+	var mu sync.Mutex
+	seen := map[int64]bool{} // partition 0's offsets handled
+	eager := func(cfg *consumer.Config[string, string]) {
+		cfg.Group = group
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.Balancers(kgo.RangeBalancer()))
+	}
+	s := newFullPause(t, eager)
+	s.onHandled = func(r *consumer.Record[string, string]) {
+		if r.Raw.Partition == 0 {
+			mu.Lock()
+			seen[r.Raw.Offset] = true
+			mu.Unlock()
+		}
+	}
+	s.produce(t, 0, 2000)
+	s.produce(t, 1, 3000)
+	stopA := runConsumer(t, s.cons)
+	defer func() { _ = stopA() }()
+	kafkatest.WaitFor(t, 30*time.Second, "partition 0 paused because full", func() bool {
+		return partitionState(s.cons, 0).Paused == consumer.PauseFull
+	})
+
+	b := stringConsumer(t, s.c, s.topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
+		if r.Raw.Partition == 0 { // left to A
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, eager)
+	stopB := runConsumer(t, b)
+	kafkatest.WaitFor(t, 60*time.Second, "member B assigned a partition", func() bool { return b.Stats().Ready })
+	if err := stopB(); err != nil {
+		t.Fatal(err)
+	}
+	s.unblock()
+	kafkatest.WaitFor(t, 60*time.Second, "every record of partition 0 handled by A", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 2000
+	})
 }
