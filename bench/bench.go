@@ -197,8 +197,8 @@ type Run struct {
 	SchedP50Ms float64 `json:"sched_latency_p50_ms"`
 	SchedP99Ms float64 `json:"sched_latency_p99_ms"`
 	// Antidote: the seconds of the window during which a partition held
-	// its own buffer bound, so that the poll loop waited (Stats, sampled
-	// every 1 ms: Partition.Paused == PauseFull).
+	// its own buffer bound, its fetching paused or the poll loop waiting
+	// for it (Stats, sampled every 1 ms: Partition.Paused == PauseFull).
 	FullSeconds float64 `json:"full_seconds,omitempty"`
 	// The process: wall seconds from exec to exit, its CPU time (from its
 	// rusage), its peak RSS (its VmHWM, on Linux), and its CPU profile when

@@ -227,17 +227,25 @@ func (u Unwritable) String() string {
 // that letter is acknowledged; a partition waits for its oldest dead letter
 // once 256 are in flight. Each zero field takes its default.
 //
-// Backpressure never throws fetched data away: the consumer stops polling
-// (franz-go keeps what it fetched meanwhile) while a flowing partition holds
-// its own bound, until it is back under half of it, and while all flowing
-// partitions together hold the total. A partition whose bound is reached goes
-// on handling what it holds, and so do the others; a slow partition therefore
-// slows the fetching of the others once it holds its bound. A partition
-// retrying a record (or paused by an operator) has its fetching paused
-// instead: it keeps what it holds (at most its own bound plus one fetch) and
-// counts toward neither bound, so stuck partitions never hold the others back.
-// What the consumer holds is at most the total plus what the paused
-// partitions hold, plus one poll (at most the records left under the total).
+// Backpressure never throws fetched data away. Each poll takes all the
+// client has fetched (one fetch per broker; see kgo.FetchMaxBytes and
+// kgo.FetchMaxPartitionBytes), so that every partition gets its part of every
+// fetch at once. The consumer stops polling (franz-go keeps what it fetched
+// meanwhile) while all flowing partitions together hold the total, until a
+// quarter of it is free. A partition that holds its own bound has its
+// fetching paused, while the others keep flowing, at the first poll where
+// that drops nothing (franz-go drops what it holds for a paused partition);
+// until then it takes its part of the fetches already under way. It flows
+// again once back under half of its bound. Should it be given two more
+// fetches with no such poll (its records were the last of its broker's fetch
+// each time: with one busy partition on a broker, say), the consumer stops
+// polling until it is back under half of its bound, and a slow partition
+// then slows the fetching of the others. A partition retrying a record (or
+// paused by an operator) has its fetching paused too. A paused partition
+// keeps what it holds and counts toward neither bound, so stuck or full
+// partitions do not hold the others back. A partition holds at most its own
+// bound plus three fetches of it; what the consumer holds is at most the
+// total plus one fetch per broker, plus what the paused partitions hold.
 type BufferLimits struct {
 	// PartitionRecords bounds the records one partition holds. Optional: 10000.
 	PartitionRecords int

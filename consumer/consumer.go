@@ -34,12 +34,18 @@ type Consumer[K, V any] struct {
 	hooks      Hooks // nil when none
 	stats      stats
 	budget     budget // what the flowing partitions hold together
-	flood      flood
-	attempts   attempts
-	tiers      *tiers // nil without retry topics
-	txn        *txn   // nil unless ExactlyOnce
-	brokers    brokerWatch
-	built      chan struct{} // closed when New has finished: the group may assign partitions before
+	view       fetchView
+	// wantPause are the full partitions whose fetching the poll loop
+	// pauses at its next chance, and round counts its polls (pollRound).
+	// Only the poll goroutine uses them.
+	wantPause map[tp]*partition[K, V]
+	round     uint64
+	flood     flood
+	attempts  attempts
+	tiers     *tiers // nil without retry topics
+	txn       *txn   // nil unless ExactlyOnce
+	brokers   brokerWatch
+	built     chan struct{} // closed when New has finished: the group may assign partitions before
 
 	// share is the source of a share-group member, nil unless
 	// Config.ShareGroup (share.go).
@@ -169,7 +175,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		kgo.OnPartitionsLost(c.onLost),
 		kgo.RecordPartitioner(newDLQPartitioner(c.dlq)),
 		kgo.ProducerBatchMaxBytesFn(c.dlq.batchMax),
-		kgo.WithHooks(&c.brokers),
+		kgo.WithHooks(&c.brokers, &c.view),
 	)
 	// Retry topics need a source partition and its tier partitions on one
 	// member: the range assignor gives partition N of every topic with the
@@ -274,8 +280,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 		// Wait while the flowing partitions hold the total: the client
 		// keeps what it fetched meanwhile, nothing is dropped.
 		wait, cancel := c.pollContext(runCtx)
-		n := c.budget.room(wait)
-		if n == 0 {
+		if !c.budget.room(wait) {
 			cancel()
 			if runCtx.Err() != nil {
 				c.cl.AllowRebalance()
@@ -284,26 +289,34 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			c.commitDue(runCtx)
 			continue
 		}
-		// One poll brings a partition at most its own bound.
-		n = min(n, c.cfg.Buffer.PartitionRecords)
-		fs := c.cl.PollRecords(wait, n)
+		// Everything fetched: each partition gets its part of the fetch,
+		// none waits behind another's records in the client (pollRound).
+		fs := c.pollRound(wait, func(fs kgo.Fetches) {
+			if runCtx.Err() != nil || fs.IsClientClosed() {
+				return
+			}
+			fs.EachError(func(t string, p int32, err error) {
+				if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+					return
+				}
+				fetchErrs.seen(t, p, err)
+			})
+			fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+				if len(ftp.Records) == 0 {
+					return
+				}
+				p := c.partition(ftp.Topic, ftp.Partition)
+				p.push(ftp.Records, ftp.HighWatermark, c.round)
+				if p.wantsStop() {
+					c.wantPause[tp{ftp.Topic, ftp.Partition}] = p
+				}
+			})
+		})
 		cancel()
 		if runCtx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			break
 		}
-		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			fetchErrs.seen(t, p, err)
-		})
-		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
-			if len(ftp.Records) == 0 {
-				return
-			}
-			c.partition(ftp.Topic, ftp.Partition).push(ftp.Records, ftp.HighWatermark)
-		})
 		c.cl.AllowRebalance()
 		fetchErrs.forget()
 		c.commitDue(runCtx)
@@ -356,6 +369,7 @@ func newConsumer[K, V any](cfg Config[K, V], off bool, log *slog.Logger) *Consum
 		parts:      make(map[tp]*partition[K, V]),
 		opPaused:   make(map[tp]bool),
 		opSkips:    make(map[tp]map[int64]bool),
+		wantPause:  make(map[tp]*partition[K, V]),
 		wakeCh:     make(chan struct{}),
 		runDone:    make(chan struct{}),
 		built:      make(chan struct{}),

@@ -122,9 +122,13 @@
 // What the consumer holds is bounded ([Config.Buffer], [BufferLimits]): per
 // partition in records and bytes, counting what is queued, being handled and
 // dead-lettered with the letter not yet acknowledged; and in total for the flowing
-// partitions. Both bounds are kept by not polling, never by pausing a
-// partition, so that nothing already fetched is dropped and fetched again; a
-// partition stuck on a record is paused and leaves the total.
+// partitions. Nothing already fetched is dropped and fetched again: the total
+// is kept by not polling, and a partition that holds its own bound has its
+// fetching paused where franz-go drops nothing by it, while the others keep
+// flowing; a paused partition (stuck on a record, full, or paused by an
+// operator) leaves the total. Each poll takes all the client has fetched, so
+// the bounds are exceeded by at most one fetch per broker (see
+// [BufferLimits]).
 //
 // # Share groups
 //

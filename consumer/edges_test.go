@@ -297,25 +297,47 @@ func TestIntegrationBufferBounds(t *testing.T) {
 	}
 }
 
-// TestIntegrationTotalBufferNoRefetch: when partitions are busy, the bounds
-// hold what the consumer has in memory by not polling, so nothing fetched is
-// dropped: the records fetched equal the records produced. The total bound
-// holds all partitions together; a partition's own bound holds it alone to
-// its bound plus one poll. (Before: a full partition was paused, franz-go
-// dropped what it had fetched for it and fetched it again.)
+// TestIntegrationTotalBufferNoRefetch: the bounds hold what the consumer
+// has in memory by not polling and by pausing full partitions where that
+// drops nothing, so nothing fetched is dropped: the records fetched equal
+// the records produced. The total bound holds all flowing partitions
+// together to the total plus one fetch; a partition's own bound holds it
+// to its bound plus three fetches. (Before: a full partition was paused,
+// franz-go dropped what it had fetched for it and fetched it again.)
 func TestIntegrationTotalBufferNoRefetch(t *testing.T) {
 	c := kafkatest.New(t)
+	// Small fetches and batches, so that one fetch is a known number of
+	// records: 4 KiB in all, 2 KiB a partition, plus the batch of at most
+	// 1 KiB the broker may return beyond a limit. The total holds the
+	// flowing partitions to the total plus one fetch per broker.
+	const fetchBytes, partBytes, batchBytes = 4 << 10, 2 << 10, 1 << 10
+	prod := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(batchBytes))
 	for _, tc := range []struct {
-		name           string
-		limit          consumer.BufferLimits
-		total, perPart int
+		name  string
+		limit consumer.BufferLimits
 	}{
-		{"total", consumer.BufferLimits{TotalRecords: 200}, 200, 200},
-		{"partition", consumer.BufferLimits{PartitionRecords: 100}, 800, 200},
+		{"total", consumer.BufferLimits{TotalRecords: 200}},
+		{"partition", consumer.BufferLimits{PartitionRecords: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := c.Topic(t, "norefetch", 4)
-			produced := produceOrders(t, c, topic, 4, 1000)
+			var recs []*kgo.Record
+			smallest := 1 << 20
+			for i := 1; i <= 4000; i++ {
+				r := &kgo.Record{Topic: topic, Partition: int32(i % 4), Key: []byte(strconv.Itoa(i)), Value: orderJSON(i)}
+				smallest = min(smallest, len(r.Key)+len(r.Value))
+				recs = append(recs, r)
+			}
+			produced := kafkatest.Produce(t, prod, recs...)
+			// A partition's part of a fetch is at most the whole fetch
+			// (kfake does not split a fetch by partition), and kfake may
+			// return a batch beyond the limit for each partition.
+			oneFetch := (fetchBytes + 4*batchBytes) / smallest
+			total, perPart := tc.limit.TotalRecords+len(c.Brokers())*oneFetch, 4000
+			if tc.limit.PartitionRecords > 0 {
+				perPart = tc.limit.PartitionRecords + 3*oneFetch
+				total = 4 * perPart
+			}
 			var fetched, maxHeld, maxPart atomic.Int64
 			var cons *consumer.Consumer[string, order]
 			cons = newConsumer(t, c, topic, kafkatest.UniqueName("norefetch"), func(_ context.Context, r *consumer.Record[string, order]) error {
@@ -334,17 +356,19 @@ func TestIntegrationTotalBufferNoRefetch(t *testing.T) {
 				return nil
 			}, func(cfg *consumer.Config[string, order]) {
 				cfg.Buffer = tc.limit
-				cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetchCounter{&fetched}))
+				cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetchCounter{&fetched}),
+					kgo.FetchMaxBytes(fetchBytes), kgo.FetchMaxPartitionBytes(partBytes))
 			})
 			stop := runConsumer(t, cons)
 			kafkatest.WaitFor(t, time.Minute, "all processed", func() bool { return int(cons.Stats().Processed) == len(produced) })
 			_ = stop()
-			t.Logf("%s: fetched %d of %d produced; at most %d held, %d by one partition", c.Kind(), fetched.Load(), len(produced), maxHeld.Load(), maxPart.Load())
+			t.Logf("%s: fetched %d of %d produced; at most %d held, %d by one partition (bounds %d, %d)",
+				c.Kind(), fetched.Load(), len(produced), maxHeld.Load(), maxPart.Load(), total, perPart)
 			if fetched.Load() != int64(len(produced)) {
 				t.Fatalf("fetched %d records for %d produced: records were fetched twice", fetched.Load(), len(produced))
 			}
-			if maxHeld.Load() > int64(tc.total) || maxPart.Load() > int64(tc.perPart) {
-				t.Fatalf("held %d records (%d by one partition) with %+v", maxHeld.Load(), maxPart.Load(), tc.limit)
+			if maxHeld.Load() > int64(total) || maxPart.Load() > int64(perPart) {
+				t.Fatalf("held %d records (%d by one partition) with %+v; want at most %d (%d)", maxHeld.Load(), maxPart.Load(), tc.limit, total, perPart)
 			}
 		})
 	}

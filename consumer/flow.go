@@ -12,20 +12,30 @@ import (
 // acknowledged (the letter shares the record's key and value). A record
 // settled behind a letter in flight is released at once: the ledger keeps its
 // offset for the commit, not the record, and bounds itself by the letters in
-// flight (maxInflight). Backpressure is
-// applied by not polling, never by pausing a partition: franz-go drops what it
-// has already fetched for a paused partition and fetches it again on resume,
-// so pausing to make room would throw fetched data away. See [BufferLimits]:
+// flight (maxInflight). Nothing fetched is ever dropped to make room:
+// franz-go drops what it holds for a paused partition and fetches it again
+// on resume, and it sends a broker's next fetch as soon as the one before is
+// fully polled, naming every partition not paused at that moment. See
+// [BufferLimits] and pollRound:
 //
-//   - When a flowing partition holds its own bound, the poll loop waits until
-//     it is back under half of it. Its records keep being handled, and so do
-//     those the other partitions hold.
+//   - Every poll takes all the client has fetched (one fetch per broker), so
+//     that each partition gets its part of every fetch: none waits behind
+//     another's records in the client.
+//   - A flowing partition that holds its own bound keeps taking its part of
+//     the fetches under way, and the poll goroutine pauses its fetching at
+//     the first poll where that drops nothing (pollRound); the others keep
+//     flowing. It is resumed once back under half of its bound. Should it be
+//     given two more fetches while over its bound with no such poll (its
+//     records are the last of its broker's fetch each time), the poll loop
+//     waits until it is back under half of it, as it does for the total.
 //   - When all flowing partitions together hold the total, the poll loop
-//     waits until they are under it.
-//   - A partition stuck on a record (retrying it, waiting for its dead
-//     letter), or paused by an operator, has its fetching paused: it holds what it has, and counts toward neither.
-//     With Concurrency, a partition is paused so when a stuck record holds
-//     it at its Ahead bound; before that, its other keys flow.
+//     waits until a quarter of it is free.
+//   - A partition paused (stuck on a record: retrying it, waiting for its
+//     dead letter; paused by an operator; full) holds what it has, and
+//     counts toward neither. With Concurrency, a partition is paused as
+//     stuck when a stuck record holds it at its Ahead bound; before that,
+//     its other keys flow. The reasons are kept apart: the end of one never
+//     resumes a partition another still pauses.
 
 // size is what a record costs the buffer, in bytes.
 func size(r *kgo.Record) int64 {
@@ -88,16 +98,14 @@ func (b *budget) setFull(on bool) {
 	b.mu.Unlock()
 }
 
-// room returns how many records may be polled now: at least 1 and at most
-// the records left under the bound. It waits while the budget is spent, and
-// returns 0 when ctx ends.
-func (b *budget) room(ctx context.Context) int {
+// room waits while the budget is spent, and reports whether the poll loop
+// may poll: false when ctx ends first.
+func (b *budget) room(ctx context.Context) bool {
 	for {
 		b.mu.Lock()
 		if !b.overLocked() {
-			n := b.maxRecords - b.records
 			b.mu.Unlock()
-			return n
+			return true
 		}
 		if b.freed == nil {
 			b.freed = make(chan struct{})
@@ -107,7 +115,7 @@ func (b *budget) room(ctx context.Context) int {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return 0
+			return false
 		}
 	}
 }
@@ -127,7 +135,11 @@ type flow struct {
 	stuck    bool                // stuck on a record: retrying it, or waiting for its letter
 	held     bool                // with Concurrency: at its Ahead bound behind a stuck record
 	full     bool                // over the partition's own bound (until back under half)
-	blocking bool                // full and flowing: counted in total.full, the poll loop waits
+	fullAt   uint64              // the poll round in which it became full
+	fedAt    uint64              // the last poll round that gave it records while full
+	fed      int                 // poll rounds that gave it records while full
+	fullStop bool                // paused because full, by the poll goroutine (pauseFull)
+	blocking bool                // full, fed twice and flowing: counted in total.full, the poll loop waits
 	operator bool                // paused by an operator (Consumer.Pause)
 	waiting  map[PauseReason]int // records waiting for a retry tier, by reason (PauseDue, PauseParked)
 	paused   PauseReason         // why fetching is paused by us; "" while it flows
@@ -135,8 +147,8 @@ type flow struct {
 	hooks    Hooks
 }
 
-// hold adds fetched records.
-func (f *flow) hold(recs []*kgo.Record) {
+// hold adds records fetched, given to the partition in poll round round.
+func (f *flow) hold(recs []*kgo.Record, round uint64) {
 	if f.stopped {
 		return
 	}
@@ -146,9 +158,33 @@ func (f *flow) hold(recs []*kgo.Record) {
 	}
 	f.records += len(recs)
 	f.bytes += sz
+	if f.full && f.fullAt != round && f.fedAt != round && len(recs) > 0 {
+		f.fedAt = round
+		f.fed++
+	}
 	if f.paused == "" {
 		f.total.add(len(recs), sz)
 	}
+	was := f.full
+	f.update()
+	if f.full && !was {
+		f.fullAt = round
+	}
+}
+
+// wantsStop reports whether the poll goroutine should pause the
+// partition's fetching because it is full: it flows and holds its bound.
+func (f *flow) wantsStop() bool {
+	return !f.stopped && f.full && f.paused == ""
+}
+
+// pauseFull pauses the partition's fetching because it is full. The poll
+// goroutine calls it where that drops nothing fetched (pollRound).
+func (f *flow) pauseFull() {
+	if !f.wantsStop() {
+		return
+	}
+	f.fullStop = true
 	f.update()
 }
 
@@ -192,9 +228,11 @@ func (f *flow) setOperator(on bool) {
 	f.update()
 }
 
-// update pauses or resumes fetching (paused exactly while stuck or paused
-// by an operator), and holds back the poll loop while the partition
-// flows and is over its own bound, until it is back under half of it.
+// update pauses or resumes fetching (paused exactly while stuck, paused by
+// an operator, waiting for a retry tier, or full and stopped by the poll
+// goroutine), and holds back the poll loop while the partition flows, is
+// over its own bound and was given two more fetches since it got there,
+// until it is back under half of it.
 func (f *flow) update() {
 	if f.stopped {
 		return
@@ -202,7 +240,7 @@ func (f *flow) update() {
 	if f.records >= f.lim.PartitionRecords || f.bytes >= f.lim.PartitionBytes {
 		f.full = true
 	} else if f.records <= f.lim.PartitionRecords/2 && f.bytes <= f.lim.PartitionBytes/2 {
-		f.full = false
+		f.full, f.fed, f.fullStop = false, 0, false
 	}
 	var want PauseReason
 	switch {
@@ -214,6 +252,12 @@ func (f *flow) update() {
 		want = PauseParked
 	case f.waiting[PauseDue] > 0:
 		want = PauseDue
+	case f.fullStop:
+		want = PauseFull
+	}
+	blocking := f.full && f.fed >= 2 && want == ""
+	if !blocking {
+		f.setBlocking(false)
 	}
 	if (want == "") != (f.paused == "") {
 		was := f.paused
@@ -237,7 +281,9 @@ func (f *flow) update() {
 	} else {
 		f.paused = want // the reason may change while paused
 	}
-	f.setBlocking(f.full && f.paused == "")
+	if blocking {
+		f.setBlocking(true)
+	}
 }
 
 // setBlocking makes the partition hold back the poll loop, or stop.

@@ -148,7 +148,9 @@ type PauseReason string
 const (
 	// PauseStuck: the partition is stuck on a record (retrying it,
 	// waiting for its dead letter, or held by the flood guard).
-	PauseStuck    PauseReason = "stuck"
+	PauseStuck PauseReason = "stuck"
+	// PauseFull: the partition holds its buffer bound (BufferLimits): its
+	// fetching is paused, or the poll loop waits for it.
 	PauseFull     PauseReason = "buffer-full"
 	PauseOperator PauseReason = "operator"
 	// PauseDue: a retry-tier partition waits until its head record is due.

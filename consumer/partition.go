@@ -185,17 +185,33 @@ func (p *partition[K, V]) cancel() {
 }
 
 // push appends fetched records; called from the poll goroutine.
-func (p *partition[K, V]) push(recs []*kgo.Record, hwm int64) {
+func (p *partition[K, V]) push(recs []*kgo.Record, hwm int64, round uint64) {
 	p.mu.Lock()
 	p.hwm = hwm
 	p.queue = append(p.queue, recs...)
-	p.flow.hold(recs)
+	p.flow.hold(recs, round)
 
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wantsStop reports whether the partition is full and its fetching should
+// be paused (flow.wantsStop).
+func (p *partition[K, V]) wantsStop() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flow.wantsStop()
+}
+
+// pauseFull pauses the partition's fetching because it is full; the poll
+// goroutine calls it where that drops nothing (pollRound).
+func (p *partition[K, V]) pauseFull() {
+	p.mu.Lock()
+	p.flow.pauseFull()
+	p.mu.Unlock()
 }
 
 // take returns the queued records. They stay held until they are settled.

@@ -78,8 +78,8 @@ type Partition struct {
 	Topic     string
 	Partition int32
 	// State is PartitionFlowing, PartitionPaused (paused by an operator, or
-	// holding its buffer bound so that the poll loop waits) or
-	// PartitionStuck (see Stats.Stuck).
+	// holding its buffer bound: its fetching paused, or the poll loop
+	// waiting for it) or PartitionStuck (see Stats.Stuck).
 	State PartitionState
 	// Paused is why its fetching is paused, empty while it flows.
 	Paused          PauseReason `json:",omitempty"`

@@ -39,7 +39,7 @@ func hotPartition(tb testing.TB, tr Tracer) (*partition[string, string], func() 
 		r.Offset = offset
 		offset++
 		p.mu.Lock()
-		p.flow.hold([]*kgo.Record{&r})
+		p.flow.hold([]*kgo.Record{&r}, 0)
 		p.mu.Unlock()
 		return &r
 	}

@@ -1,0 +1,227 @@
+package consumer_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/consumer"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
+)
+
+// fullPauseSetup is a topic of two partitions and a consumer whose handler
+// holds partition 0 until release is closed: partition 0 fills its bound
+// (500 records) while partition 1 is handled at once, and is far from its
+// own (it is given a few dozen records a fetch). Fetches are small
+// (1 KiB a partition, batches of at most 512 B), so that partition 0 is
+// fetched over many rounds and one fetch brings it at most a few dozen
+// records; a fetch has room for both partitions, so that partition 0's
+// records are not always the last of the fetch (franz-go cannot pause a
+// partition at the end of its broker's fetch without dropping them).
+type fullPauseSetup struct {
+	c         *kafkatest.Cluster
+	topic     string
+	onHandled func(*consumer.Record[string, string]) // set before unblock
+	cons      *consumer.Consumer[string, string]
+	prod      *kgo.Client
+	release   chan struct{}
+	once      sync.Once
+	fetched   [2]atomic.Int64 // records fetched, by partition
+	processed [2]atomic.Int64
+}
+
+const (
+	fullBound    = 500
+	fullRecBytes = 40 // key + value of each record below
+)
+
+func newFullPause(t *testing.T, mod func(*consumer.Config[string, string])) *fullPauseSetup {
+	c := kafkatest.New(t)
+	s := &fullPauseSetup{c: c, topic: c.Topic(t, "fullpause", 2), release: make(chan struct{})}
+	s.prod = c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(512))
+	t.Cleanup(s.unblock)
+	s.cons = stringConsumer(t, c, s.topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
+		if r.Raw.Partition == 0 {
+			select {
+			case <-s.release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if s.onHandled != nil {
+			s.onHandled(r)
+		}
+		s.processed[r.Raw.Partition].Add(1)
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.Buffer = consumer.BufferLimits{PartitionRecords: fullBound}
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.FetchMaxPartitionBytes(1<<10), kgo.FetchMaxBytes(8<<10),
+			kgo.WithHooks(partitionFetchCounter{&s.fetched}))
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	return s
+}
+
+// unblock lets the handler handle partition 0.
+func (s *fullPauseSetup) unblock() { s.once.Do(func() { close(s.release) }) }
+
+func (s *fullPauseSetup) produce(t *testing.T, part int32, n int) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		k := strconv.Itoa(i)
+		recs[i] = &kgo.Record{Topic: s.topic, Partition: part, Key: []byte(k), Value: []byte(k + strings.Repeat("v", fullRecBytes-2*len(k)))}
+	}
+	kafkatest.Produce(t, s.prod, recs...)
+}
+
+func partitionState(cons *consumer.Consumer[string, string], part int32) consumer.Partition {
+	for _, p := range cons.Stats().Partitions {
+		if p.Partition == part {
+			return p
+		}
+	}
+	return consumer.Partition{}
+}
+
+type partitionFetchCounter struct{ n *[2]atomic.Int64 }
+
+func (f partitionFetchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, p int32, m kgo.FetchBatchMetrics) {
+	f.n[p].Add(int64(m.NumRecords))
+}
+
+// oneFetch is the most records one fetch brings a partition: its 1 KiB,
+// and the batch of at most 512 B the broker may return beyond it.
+const oneFetch = (1<<10 + 512) / fullRecBytes
+
+// TestFullPartitionPausedOthersFlow: a partition that holds its bound has
+// its fetching paused, and the other partitions keep flowing: every record
+// produced to partition 1 while partition 0 is full is handled. Nothing is
+// fetched twice, and the full partition holds at most its bound plus three
+// fetches. (Before: the full partition stopped the poll loop for every
+// partition until it was back under half of its bound.)
+func TestFullPartitionPausedOthersFlow(t *testing.T) {
+	s := newFullPause(t, nil)
+	s.produce(t, 0, 2000)
+	s.produce(t, 1, 3000)
+	stop := runConsumer(t, s.cons)
+	defer func() { _ = stop() }()
+	kafkatest.WaitFor(t, 30*time.Second, "partition 0 paused because full", func() bool {
+		return partitionState(s.cons, 0).Paused == consumer.PauseFull
+	})
+	held := partitionState(s.cons, 0).BufferedRecords
+	s.produce(t, 1, 1000)
+	kafkatest.WaitFor(t, 30*time.Second, "partition 1 handled while partition 0 is full", func() bool {
+		return s.processed[1].Load() == 4000
+	})
+	p0 := partitionState(s.cons, 0)
+	t.Logf("partition 0 held %d records when paused, %d now; fetched %d of 2000", held, p0.BufferedRecords, s.fetched[0].Load())
+	if p0.Paused != consumer.PauseFull || s.processed[0].Load() != 0 {
+		t.Fatalf("partition 0 is %+v with %d handled; want it paused because full, nothing handled", p0, s.processed[0].Load())
+	}
+	if held > fullBound+3*oneFetch || p0.BufferedRecords != held {
+		t.Fatalf("partition 0 held %d records when paused and %d after; want at most its bound %d plus three fetches (%d), and no more once paused",
+			held, p0.BufferedRecords, fullBound, 3*oneFetch)
+	}
+	s.unblock()
+	kafkatest.WaitFor(t, 60*time.Second, "every record handled", func() bool { return s.processed[0].Load() == 2000 })
+	if f0, f1 := s.fetched[0].Load(), s.fetched[1].Load(); f0 != 2000 || f1 != 4000 {
+		t.Fatalf("fetched %d records of partition 0 (2000 produced) and %d of partition 1 (4000): records were fetched twice", f0, f1)
+	}
+}
+
+// TestFullPauseAndOperatorPause: the two reasons are kept apart. A
+// partition paused because full, then by an operator, shows the
+// operator's pause; the operator's Resume leaves it paused while it is
+// still full (what is produced to it meanwhile is not fetched), and it
+// flows again once back under half of its bound. Nothing is fetched twice.
+func TestFullPauseAndOperatorPause(t *testing.T) {
+	s := newFullPause(t, nil)
+	s.produce(t, 0, 2000)
+	s.produce(t, 1, 3000)
+	stop := runConsumer(t, s.cons)
+	defer func() { _ = stop() }()
+	kafkatest.WaitFor(t, 30*time.Second, "partition 0 paused because full", func() bool {
+		return partitionState(s.cons, 0).Paused == consumer.PauseFull
+	})
+	if err := s.cons.Pause(s.topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p0 := partitionState(s.cons, 0); p0.Paused != consumer.PauseOperator {
+		t.Fatalf("partition 0 is %+v after Pause; want it paused by the operator", p0)
+	}
+	if err := s.cons.Resume(s.topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := s.fetched[0].Load()
+	s.produce(t, 0, 100)
+	s.produce(t, 1, 100)
+	kafkatest.WaitFor(t, 30*time.Second, "partition 1 handled", func() bool { return s.processed[1].Load() == 3100 })
+	if p0 := partitionState(s.cons, 0); p0.Paused != consumer.PauseFull || s.fetched[0].Load() != before {
+		t.Fatalf("partition 0 is %+v, fetched %d records after the operator's Resume; want it still paused because full, nothing fetched",
+			p0, s.fetched[0].Load()-before)
+	}
+	s.unblock()
+	kafkatest.WaitFor(t, 60*time.Second, "partition 0 handled", func() bool { return s.processed[0].Load() == 2100 })
+	if f0 := s.fetched[0].Load(); f0 != 2100 {
+		t.Fatalf("fetched %d records of partition 0 for 2100 produced: records were fetched twice", f0)
+	}
+}
+
+// TestFullPauseRevoked: a partition paused because full, then revoked and
+// assigned back, flows again: the pause is this member's, for that
+// assignment. Partition 0 fills and is paused on member A; member B joins
+// (an eager balancer revokes every partition) and leaves, handling none of
+// partition 0; once A's handler is unblocked, A handles every record of
+// partition 0.
+func TestFullPauseRevoked(t *testing.T) {
+	group := kafkatest.UniqueName("fullrevoke")
+	var mu sync.Mutex
+	seen := map[int64]bool{} // partition 0's offsets handled
+	eager := func(cfg *consumer.Config[string, string]) {
+		cfg.Group = group
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.Balancers(kgo.RangeBalancer()))
+	}
+	s := newFullPause(t, eager)
+	s.onHandled = func(r *consumer.Record[string, string]) {
+		if r.Raw.Partition == 0 {
+			mu.Lock()
+			seen[r.Raw.Offset] = true
+			mu.Unlock()
+		}
+	}
+	s.produce(t, 0, 2000)
+	s.produce(t, 1, 3000)
+	stopA := runConsumer(t, s.cons)
+	defer func() { _ = stopA() }()
+	kafkatest.WaitFor(t, 30*time.Second, "partition 0 paused because full", func() bool {
+		return partitionState(s.cons, 0).Paused == consumer.PauseFull
+	})
+
+	b := stringConsumer(t, s.c, s.topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
+		if r.Raw.Partition == 0 { // left to A
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, eager)
+	stopB := runConsumer(t, b)
+	kafkatest.WaitFor(t, 60*time.Second, "member B assigned a partition", func() bool { return b.Stats().Ready })
+	if err := stopB(); err != nil {
+		t.Fatal(err)
+	}
+	s.unblock()
+	kafkatest.WaitFor(t, 60*time.Second, "every record of partition 0 handled by A", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 2000
+	})
+}
