@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -106,6 +107,11 @@ type Config struct {
 	// page and [Handler.Audit]); each is also logged. Optional; default
 	// [DefaultAuditSize].
 	AuditSize int
+	// LiveEvery is how often the console samples each consumer's Stats
+	// for the consumer page's last minutes (rates, lag, stuck time; it
+	// keeps 120 samples), and how often that page refreshes itself when
+	// asked. Optional; default [DefaultLiveEvery].
+	LiveEvery time.Duration
 	// Logger receives a line for every action (redrive, kill switch,
 	// skip, pause) and every refused login, with the remote address.
 	// Optional; default slog.Default().
@@ -136,9 +142,11 @@ type Handler struct {
 	closed  bool
 	actions map[string]string // consumer -> what its last action did
 
-	jobs     *jobs
-	throttle *httpguard.Throttle // of wrong tokens
-	audit    *auditLog
+	jobs      *jobs
+	throttle  *httpguard.Throttle // of wrong tokens
+	audit     *auditLog
+	live      *live
+	closeOnce sync.Once
 }
 
 // cookieName is the session cookie; loginCookie binds a login at the
@@ -234,6 +242,7 @@ func New(cfg Config) (*Handler, error) {
 	h.readers = make(chan *kgo.Client, cfg.MaxReaders)
 	h.slots = make(chan struct{}, cfg.MaxReaders)
 	h.routes()
+	h.live = startLive(cfg.Consumers, cmp.Or(cfg.LiveEvery, DefaultLiveEvery))
 	return h, nil
 }
 
@@ -243,6 +252,7 @@ func (h *Handler) Token() string { return h.token }
 // Close stops the redrives in flight (each commits its progress first)
 // and closes the console's clients.
 func (h *Handler) Close() {
+	h.closeOnce.Do(h.live.close)
 	h.jobs.stopAll()
 	h.mu.Lock()
 	h.closed = true

@@ -34,6 +34,7 @@ type consumerData struct {
 	Message    string
 	Error      string
 	Now        time.Time
+	Live       liveView
 }
 
 func (h *Handler) consumerOf(w http.ResponseWriter, r *http.Request) (string, admin.Consumer, bool) {
@@ -61,7 +62,8 @@ func (h *Handler) consumerPage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) renderConsumer(w http.ResponseWriter, r *http.Request, status int, name string, c admin.Consumer, msg, errMsg string) {
 	st := c.Stats()
 	now := time.Now()
-	d := &consumerData{Name: name, Stats: st, Now: now, Message: msg, Error: errMsg}
+	d := &consumerData{Name: name, Stats: st, Now: now, Message: msg, Error: errMsg,
+		Live: h.live.view(h.live.samples(name), r.URL.Query().Get("live") == "1")}
 	stuck := map[string]*consumer.Stuck{}
 	for i := range st.Stuck {
 		s := &st.Stuck[i]
