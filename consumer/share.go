@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -88,11 +89,29 @@ type shareSource[K, V any] struct {
 	c     *Consumer[K, V]
 	group string
 
-	mu       sync.Mutex // guards limit, limitAt, logs and problems
+	// What the member did, for Stats.ShareGroup (see ShareGroupState).
+	acquired, redelivered, accepted, released, renewed atomic.Uint64
+
+	mu       sync.Mutex // guards the fields below
 	limit    int
 	limitAt  time.Time
 	logs     map[tp]*recordLog
 	problems []string // what is wrong with the group's setup (checkGroup)
+	// deliveries counts the acquired records by delivery count.
+	deliveries map[int32]uint64
+	// open is the records of the poll being settled that have no
+	// terminal acknowledgement yet: the ones renew extends.
+	open map[*kgo.Record]struct{}
+	// retrying is the records of the poll waiting for a retry in place,
+	// by partition and offset: Stats.Stuck, and what an operator may skip
+	// or dead-letter.
+	retrying map[tpo]*stuck
+}
+
+// tpo names a record.
+type tpo struct {
+	tp
+	offset int64
 }
 
 // ShareGroupState is what a share-group member knows of its group
@@ -106,13 +125,40 @@ type ShareGroupState struct {
 	// starts, each with what to change: a broker dead-letter topic that
 	// loses records, acknowledgement renewal turned off.
 	Problems []string `json:",omitempty"`
+	// Acquired counts the records this member acquired, and Redelivered
+	// those of them delivered before (to this member or another):
+	// released, or held by a member that stopped or lost their lock.
+	Acquired    uint64
+	Redelivered uint64
+	// Accepted, Released and Renewed count the acknowledgements sent:
+	// ACCEPT of a record processed, dead-lettered or skipped; RELEASE of
+	// a record for another delivery; RENEW of a record's lock while it is
+	// retried in place (one per record each time the locks are renewed).
+	Accepted uint64
+	Released uint64
+	Renewed  uint64
+	// Deliveries counts the acquired records by their delivery count
+	// ("1" for first deliveries).
+	Deliveries map[int32]uint64 `json:",omitempty"`
+	// Held is the records of the poll being settled that have no ACCEPT or
+	// RELEASE yet.
+	Held int
 }
 
 // state is the member's ShareGroupState.
 func (s *shareSource[K, V]) state() *ShareGroupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &ShareGroupState{Group: s.group, DeliveryLimit: s.limit, Problems: append([]string(nil), s.problems...)}
+	st := &ShareGroupState{Group: s.group, DeliveryLimit: s.limit, Problems: append([]string(nil), s.problems...),
+		Acquired: s.acquired.Load(), Redelivered: s.redelivered.Load(),
+		Accepted: s.accepted.Load(), Released: s.released.Load(), Renewed: s.renewed.Load(),
+		Held: len(s.open)}
+	if len(s.deliveries) > 0 {
+		st.Deliveries = make(map[int32]uint64, len(s.deliveries))
+		for n, v := range s.deliveries {
+			st.Deliveries[n] = v
+		}
+	}
 	if n := s.c.cfg.Share.DeliveryLimit; n > 0 {
 		st.DeliveryLimit = n
 	}
@@ -138,7 +184,8 @@ func newShare[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	cfg.FloodGuard.Disable = true
 	c := newConsumer(cfg, off, cfg.Logger.With("share_group", cfg.ShareGroup))
 	c.dlq.group = cfg.ShareGroup
-	c.share = &shareSource[K, V]{c: c, group: cfg.ShareGroup, limit: cfg.Share.DeliveryLimit, logs: make(map[tp]*recordLog)}
+	c.share = &shareSource[K, V]{c: c, group: cfg.ShareGroup, limit: cfg.Share.DeliveryLimit, logs: make(map[tp]*recordLog),
+		deliveries: make(map[int32]uint64), open: make(map[*kgo.Record]struct{}), retrying: make(map[tpo]*stuck)}
 
 	base := make([]kgo.Opt, 0, len(cfg.ClientOpts)+16)
 	if len(cfg.Brokers) > 0 {
@@ -526,6 +573,8 @@ func (s *shareSource[K, V]) shutdown() error {
 // client closes).
 func (s *shareSource[K, V]) settlePoll(ctx context.Context, recs []*kgo.Record) {
 	limit := s.deliveryLimit(ctx)
+	s.acquire(recs)
+	defer s.release()
 	runs := keyRuns(recs)
 	stopRenew := s.renew(ctx, recs)
 	defer stopRenew()
@@ -556,6 +605,61 @@ feed:
 	wg.Wait()
 }
 
+// acquire counts the records of a poll and holds them open: renew extends
+// their locks until they have a terminal acknowledgement.
+func (s *shareSource[K, V]) acquire(recs []*kgo.Record) {
+	h := s.c.hooks
+	s.mu.Lock()
+	for _, r := range recs {
+		n := r.DeliveryCount()
+		s.acquired.Add(1)
+		if n > 1 {
+			s.redelivered.Add(1)
+		}
+		s.deliveries[n]++
+		s.open[r] = struct{}{}
+	}
+	s.mu.Unlock()
+	if h != nil {
+		for _, r := range recs {
+			h.RecordAcquired(AcquiredEvent{PartitionEvent: PartitionEvent{r.Topic, r.Partition}, Offset: r.Offset, DeliveryCount: r.DeliveryCount()})
+		}
+	}
+}
+
+// release forgets the records of the poll left open (stopping): the client
+// releases them when it closes.
+func (s *shareSource[K, V]) release() {
+	s.mu.Lock()
+	clear(s.open)
+	s.mu.Unlock()
+}
+
+// ack acknowledges rec with ACCEPT or RELEASE, counts it and tells the
+// hooks.
+// The record leaves s.open under s.mu with its acknowledgement, so that
+// renew never counts a renew of a settled record.
+func (s *shareSource[K, V]) ack(rec *kgo.Record, a Ack) {
+	s.mu.Lock()
+	delete(s.open, rec)
+	if a == AckAccept {
+		rec.Ack(kgo.AckAccept)
+		s.accepted.Add(1)
+	} else {
+		rec.Ack(kgo.AckRelease)
+		s.released.Add(1)
+	}
+	s.mu.Unlock()
+	s.ackHook(rec, a)
+}
+
+// ackHook tells the hooks of an acknowledgement.
+func (s *shareSource[K, V]) ackHook(rec *kgo.Record, a Ack) {
+	if h := s.c.hooks; h != nil {
+		h.RecordAcknowledged(AckEvent{PartitionEvent: PartitionEvent{rec.Topic, rec.Partition}, Offset: rec.Offset, Ack: a, DeliveryCount: rec.DeliveryCount()})
+	}
+}
+
 // keyRuns splits a poll into runs that may be handled at once: the records
 // of one topic, partition and key in offset order, and each record without
 // a key alone.
@@ -584,9 +688,8 @@ func keyRuns(recs []*kgo.Record) [][]*kgo.Record {
 
 // renew RENEWs the records of a poll that are not settled yet every third
 // of the shorter of their acquisition lock and the connection's idle
-// timeout, until the returned function is called. A record with a terminal
-// acknowledgement ignores a renew (Record.Ack), and so does one whose last
-// renew is still in flight.
+// timeout, until the returned function is called. A record whose last renew
+// is still in flight ignores another (Record.Ack).
 func (s *shareSource[K, V]) renew(ctx context.Context, recs []*kgo.Record) (stop func()) {
 	every := 10 * time.Second
 	if d := time.Until(recs[0].AcquisitionDeadline()); d > 0 {
@@ -607,8 +710,16 @@ func (s *shareSource[K, V]) renew(ctx context.Context, recs []*kgo.Record) (stop
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				for _, r := range recs {
+				s.mu.Lock()
+				open := make([]*kgo.Record, 0, len(s.open))
+				for r := range s.open {
 					r.Ack(kgo.AckRenew)
+					open = append(open, r)
+				}
+				s.mu.Unlock()
+				s.renewed.Add(uint64(len(open)))
+				for _, r := range open {
+					s.ackHook(r, AckRenew)
 				}
 			}
 		}
@@ -625,9 +736,18 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 	log := s.recordLog(rec)
 	attempt, first := 1, time.Time{}
 	stage, err := s.try(ctx, rec, attempt, first)
+	// The record's own context, which an operator's Skip or DeadLetter
+	// cancels, is made only when the record waits for a retry.
+	rctx, rcancel := ctx, context.CancelCauseFunc(nil)
+	defer func() {
+		if rcancel != nil {
+			s.unstick(rec)
+			rcancel(nil)
+		}
+	}()
 	for {
 		if err == nil { // before the stop check: a success is accepted even while stopping
-			rec.Ack(kgo.AckAccept)
+			s.ack(rec, AckAccept)
 			c.stats.processed.Add(1)
 			s.settled(rec, OutcomeProcessed, stage, 0)
 			if attempt > 1 {
@@ -640,6 +760,18 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 		}
 		if first.IsZero() {
 			first = time.Now()
+		}
+		if rcancel != nil {
+			if errors.Is(context.Cause(rctx), errSkipped) {
+				s.unstick(rec)
+				s.skip(log, rec, stage, err, attempt, "operator")
+				return
+			}
+			if who, ok := byOperator(rctx); ok {
+				s.unstick(rec)
+				s.letterByOperator(ctx, log, rec, stage, c.classify(stage, err), err, attempt, first, who)
+				return
+			}
 		}
 		if c.cfg.SkipIf != nil && s.skipFunc(log, rec, stage, err) {
 			s.skip(log, rec, stage, err, attempt, "Config.SkipIf")
@@ -660,6 +792,10 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 				reason = deadletter.ReasonRetryDisabled
 			}
 		} else if wait, ok := retryWait(out.Retry, attempt, time.Since(first), err); ok {
+			if rcancel == nil {
+				rctx, rcancel = context.WithCancelCause(ctx)
+			}
+			s.stick(rec, attempt, first, err, rcancel)
 			c.stats.failure(stage, class, OutcomeRetried)
 			if h := c.hooks; h != nil {
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{rec.Topic, rec.Partition}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
@@ -667,18 +803,21 @@ func (s *shareSource[K, V]) settle(ctx context.Context, rec *kgo.Record, limit i
 			if attempt == 1 || attempt%10 == 0 {
 				log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "delivery", rec.DeliveryCount(), "wait", dur(wait), "err", err)
 			}
-			if sleep(ctx, wait, wake) != nil || c.retryOff.Load() {
-				continue // stopping or kill switch: re-decide at the top
+			if sleep(rctx, wait, wake) != nil || c.retryOff.Load() {
+				continue // stopping, an operator or the kill switch: re-decide at the top
 			}
 			attempt++
-			stage, err = s.try(ctx, rec, attempt, first)
+			stage, err = s.try(rctx, rec, attempt, first)
 			continue
+		}
+		if rcancel != nil {
+			s.unstick(rec)
 		}
 		// Retrying here is over. A failure that may pass goes back to the
 		// group while deliveries remain; the last delivery, or a
 		// permanent failure, takes the policy's action.
 		if class != failure.ClassPermanent && !retryOff && int(rec.DeliveryCount()) < limit {
-			rec.Ack(kgo.AckRelease)
+			s.ack(rec, AckRelease)
 			c.stats.failure(stage, class, OutcomeReleased)
 			s.settled(rec, OutcomeReleased, stage, class)
 			log.info("record released for another delivery", rec, "stage", stage, "class", class, "attempts", attempt,
@@ -744,7 +883,7 @@ func (s *shareSource[K, V]) skipFunc(log *recordLog, rec *kgo.Record, stage dead
 // skip settles rec as skipped: ACCEPT, logged and counted.
 func (s *shareSource[K, V]) skip(log *recordLog, rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) {
 	class := s.c.classify(stage, err)
-	rec.Ack(kgo.AckAccept)
+	s.ack(rec, AckAccept)
 	s.c.stats.failure(stage, class, OutcomeSkipped)
 	s.settled(rec, OutcomeSkipped, stage, class)
 	log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "delivery", rec.DeliveryCount(), "err", err)
@@ -752,7 +891,6 @@ func (s *shareSource[K, V]) skip(log *recordLog, rec *kgo.Record, stage deadlett
 
 // act settles rec by the policy's action: a dead letter, a skip or a halt.
 func (s *shareSource[K, V]) act(ctx context.Context, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) {
-	c := s.c
 	switch then {
 	case ActionSkip:
 		s.skip(log, rec, stage, err, attempts, string(reason))
@@ -761,11 +899,28 @@ func (s *shareSource[K, V]) act(ctx context.Context, log *recordLog, rec *kgo.Re
 		s.halt(log, rec, stage, class, err)
 		return
 	}
-	l := s.letter(rec, newFailure(s.group, rec, stage, class, reason, err, attempts, first), err)
+	s.deadLetter(ctx, log, rec, stage, class, err, attempts, newFailure(s.group, rec, stage, class, reason, err, attempts, first))
+}
+
+// letterByOperator dead-letters rec, retrying in place, because an operator
+// asked (who): reason ReasonOperator, the message naming who.
+func (s *shareSource[K, V]) letterByOperator(ctx context.Context, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, who string) {
+	f := newFailure(s.group, rec, stage, class, deadletter.ReasonOperator, err, attempts, first)
+	f.Message = deadletter.Truncate("dead-lettered by an operator ("+who+"): "+f.Message, deadletter.MaxMessageBytes)
+	log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "delivery", rec.DeliveryCount(), "err", err)
+	s.deadLetter(ctx, log, rec, stage, class, err, attempts, f)
+}
+
+// deadLetter writes the dead letter of rec with the failure headers of f
+// and settles rec by how the write ended.
+func (s *shareSource[K, V]) deadLetter(ctx context.Context, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, f *deadletter.Failure) {
+	c := s.c
+	reason := f.Reason
+	l := s.letter(rec, f, err)
 	l.class, l.attempts = class, attempts
 	switch s.write(ctx, log, l) {
 	case letterWritten:
-		rec.Ack(kgo.AckAccept)
+		s.ack(rec, AckAccept)
 		c.stats.failure(stage, class, OutcomeDeadLettered)
 		s.settled(rec, OutcomeDeadLettered, stage, class)
 		log.warn("record dead-lettered", rec, "stage", stage, "class", class, "reason", reason, "attempts", attempts,
