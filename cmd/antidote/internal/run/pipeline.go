@@ -157,7 +157,19 @@ func (pp *pipelinePlan) describe() []string {
 	add := func(k, format string, args ...any) {
 		lines = append(lines, fmt.Sprintf("  %-11s %s", k, fmt.Sprintf(format, args...)))
 	}
-	add("source", "topics %s, group %s (%s protocol)", strings.Join(c.Topics, ", "), c.Group, pp.protocol)
+	if sh := pp.share; sh != nil {
+		limit := "read from the cluster"
+		if sh.DeliveryLimit > 0 {
+			limit = fmt.Sprint(sh.DeliveryLimit)
+		}
+		from := "new records"
+		if sh.FromEarliest {
+			from = "from the earliest"
+		}
+		add("source", "topics %s, share group %s (delivery limit %s; %s; at most %d records a poll)", strings.Join(c.Topics, ", "), c.Group, limit, from, cmp.Or(sh.MaxRecords, 500))
+	} else {
+		add("source", "topics %s, group %s (%s protocol)", strings.Join(c.Topics, ", "), c.Group, pp.protocol)
+	}
 	chain := make([]string, 0, len(c.Value.Stages)+1)
 	for _, s := range c.Value.Stages {
 		switch s.Type {
