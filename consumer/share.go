@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,6 +17,7 @@ import (
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/sharegroup"
 	"github.com/antidote-kafka/antidote/serde"
 )
 
@@ -73,7 +72,6 @@ const OutcomeReleased Outcome = "released"
 // Defaults of the share source.
 const (
 	defaultShareMaxRecords = 500
-	defaultDeliveryLimit   = 5
 	// minDeliveryLimit is the lowest limit Kafka accepts: the limit used
 	// when the cluster's cannot be read, so that a record is dead-lettered
 	// early rather than released on its last delivery and lost.
@@ -331,163 +329,32 @@ func (s *shareSource[K, V]) deliveryLimit(ctx context.Context) int {
 	return s.limit
 }
 
-// readLimit reads the delivery limit: the group's share.delivery.count.limit
-// when it is set for the group (Kafka 4.3+), else the brokers'
-// group.share.delivery.count.limit, else Kafka's default.
+// readLimit reads the delivery limit (sharegroup.ReadLimit).
 func (s *shareSource[K, V]) readLimit(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
-	// The group's own, when one is set for it (4.3+); otherwise, or when
-	// it cannot be read, the brokers'.
-	if gcs, err := s.groupConfigs(ctx, "share.delivery.count.limit"); err == nil {
-		if e, ok := gcs["share.delivery.count.limit"]; ok && e.Source == kmsg.ConfigSourceGroupConfig && e.Value != nil {
-			return parseLimit(*e.Value)
-		}
-	}
-	rcs, err := kadm.NewClient(s.c.cl).DescribeBrokerConfigs(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			return 0, rc.Err
-		}
-		for _, e := range rc.Configs {
-			if e.Key == "group.share.delivery.count.limit" && e.Value != nil {
-				return parseLimit(*e.Value)
-			}
-		}
-	}
-	return defaultDeliveryLimit, nil
+	l, err := sharegroup.ReadLimit(ctx, s.c.cl, s.group)
+	return l.Limit, err
 }
 
-func parseLimit(v string) (int, error) {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("delivery limit %q is not a count", v)
-	}
-	return n, nil
-}
-
-// groupConfigs reads configs of the share group; a name the broker does not
-// know (an earlier Kafka) is missing from the result.
-func (s *shareSource[K, V]) groupConfigs(ctx context.Context, names ...string) (map[string]kmsg.DescribeConfigsResponseResourceConfig, error) {
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
-	res.ResourceName = s.group
-	res.ConfigNames = names
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, s.c.cl)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]kmsg.DescribeConfigsResponseResourceConfig)
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			return nil, err
-		}
-		for _, e := range r.Configs {
-			out[e.Name] = e
-		}
-	}
-	return out, nil
-}
-
-// checkGroup checks the share group's setup and reports, loudly (an error
-// in the log, and Stats.ShareGroup.Problems), what would lose records or
-// lose the locks of records retried in place:
-//
-//   - the broker's own dead-letter topic (errors.deadletterqueue.topic.name,
-//     Kafka 4.4): the broker takes a wrong name without complaint and, at
-//     write time, logs "Failed to write to DLQ, proceeding to ARCHIVED
-//     regardless": the record is gone. The topic must exist (the broker
-//     creates none by default), have the brokers' prefix ("dlq.") and the
-//     topic config errors.deadletterqueue.group.enable=true. Without
-//     errors.deadletterqueue.copy.record.enable=true its letters hold no
-//     key or value.
-//   - share.renew.acknowledge.enable=false: a record retried in place
-//     longer than its lock is delivered again meanwhile.
-//
-// What cannot be read (an earlier Kafka, no DESCRIBE_CONFIGS) is not a
-// problem: it is logged at debug level.
+// checkGroup checks the share group's setup (sharegroup.Check) and reports
+// what is wrong, loudly: an error in the log, and
+// Stats.ShareGroup.Problems. What cannot be read (an earlier Kafka, no
+// DESCRIBE_CONFIGS) is not a problem: it is logged at debug level.
 func (s *shareSource[K, V]) checkGroup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
-	var problems []string
-	report := func(p string) {
-		problems = append(problems, p)
-		s.c.log.Error("share group setup: " + p)
-	}
-	gcs, err := s.groupConfigs(ctx, "errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable")
+	setup, err := sharegroup.Check(ctx, s.c.cl, s.group)
 	if err != nil {
 		s.c.log.Debug("cannot read the share group's configs", "err", err)
 		return
 	}
-	value := func(name string) string {
-		if e, ok := gcs[name]; ok && e.Value != nil {
-			return *e.Value
-		}
-		return ""
-	}
-	if value("share.renew.acknowledge.enable") == "false" {
-		report("share.renew.acknowledge.enable is false: a record retried in place longer than its lock (share.record.lock.duration.ms) is delivered again meanwhile; set it to true for the group")
-	}
-	if topic := value("errors.deadletterqueue.topic.name"); topic != "" {
-		for _, p := range s.brokerDLQ(ctx, topic) {
-			report(p)
-		}
-		if value("errors.deadletterqueue.copy.record.enable") != "true" {
-			report(fmt.Sprintf("the broker's dead letters in %s hold no key or value (nor, ever, the original headers); set errors.deadletterqueue.copy.record.enable=true for the group to keep them", topic))
-		}
+	for _, p := range setup.Problems {
+		s.c.log.Error("share group setup: " + p)
 	}
 	s.mu.Lock()
-	s.problems = problems
+	s.problems = setup.Problems
 	s.mu.Unlock()
-}
-
-// brokerDLQ checks the broker's dead-letter topic of the group and returns
-// what is wrong with it.
-func (s *shareSource[K, V]) brokerDLQ(ctx context.Context, topic string) []string {
-	adm := kadm.NewClient(s.c.cl)
-	lost := "the broker archives a record it cannot dead-letter: it is lost"
-	prefix := "dlq."
-	if rcs, err := adm.DescribeBrokerConfigs(ctx); err == nil {
-		for _, rc := range rcs {
-			for _, e := range rc.Configs {
-				if e.Key == "errors.deadletterqueue.topic.name.prefix" && e.Value != nil {
-					prefix = *e.Value
-				}
-			}
-		}
-	}
-	var out []string
-	if !strings.HasPrefix(topic, prefix) {
-		out = append(out, fmt.Sprintf("errors.deadletterqueue.topic.name %q lacks the brokers' prefix %q (errors.deadletterqueue.topic.name.prefix): %s; name a topic that starts with %q", topic, prefix, lost, prefix))
-	}
-	details, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		return out
-	}
-	if d, ok := details[topic]; !ok || d.Err != nil {
-		return append(out, fmt.Sprintf("the broker's dead-letter topic %s (errors.deadletterqueue.topic.name) does not exist: %s; create it with errors.deadletterqueue.group.enable=true", topic, lost))
-	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return out
-	}
-	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
-		enabled := false
-		for _, e := range rc.Configs {
-			if e.Key == "errors.deadletterqueue.group.enable" && e.Value != nil && *e.Value == "true" {
-				enabled = true
-			}
-		}
-		if !enabled {
-			out = append(out, fmt.Sprintf("the broker's dead-letter topic %s lacks the topic config errors.deadletterqueue.group.enable=true: %s; set it on the topic", topic, lost))
-		}
-	}
-	return out
 }
 
 // acked logs acknowledgements the broker did not take: their records are
