@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,30 +67,38 @@ func TestIntegrationAdminShareGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := serve(t, h)
-	kafkatest.WaitFor(t, 30*time.Second, "two records retrying in place", func() bool { return len(cons.Stats().Stuck) == 2 })
+	// The records come in one poll or two (a broker may return one
+	// partition's records a poll).
+	kafkatest.WaitFor(t, 30*time.Second, "a record retrying in place", func() bool { return len(cons.Stats().Stuck) > 0 })
 
 	code, body := call(t, "GET", base+"/stats", testToken)
 	st, _ := body["consumers"].(map[string]any)["jobs"].(map[string]any)
 	sg, _ := st["ShareGroup"].(map[string]any)
-	if code != 200 || sg == nil || sg["DeliveryLimit"] != float64(5) || sg["Acquired"] != float64(2) || sg["Held"] != float64(2) {
-		t.Fatalf("GET /stats: %d, ShareGroup %v; want the group, its limit 5, 2 acquired and held", code, sg)
+	if code != 200 || sg == nil || sg["DeliveryLimit"] != float64(5) || sg["Acquired"] == float64(0) || sg["Held"] == float64(0) {
+		t.Fatalf("GET /stats: %d, ShareGroup %v; want the group, its limit 5, records acquired and held", code, sg)
 	}
-	if stuck, _ := st["Stuck"].([]any); len(stuck) != 2 {
-		t.Fatalf("GET /stats: Stuck %v, want the two records", st["Stuck"])
+	stuck, _ := st["Stuck"].([]any)
+	if len(stuck) == 0 {
+		t.Fatalf("GET /stats: Stuck %v, want the records retried", st["Stuck"])
 	}
+	first := stuck[0].(map[string]any)
+	part, off := fmt.Sprint(first["Partition"]), int64(first["Offset"].(float64))
 	if code, body := call(t, "GET", base+"/readyz", testToken); code != 200 {
 		t.Errorf("GET /readyz: %d %v, want ready", code, body)
 	}
-	if code, body := call(t, "POST", base+"/partitions/"+topic+"/0/pause", testToken); code != 404 || !strings.Contains(body["error"].(string), "owns none") {
+	if code, body := call(t, "POST", base+"/partitions/"+topic+"/"+part+"/pause", testToken); code != 404 || !strings.Contains(body["error"].(string), "owns none") {
 		t.Errorf("POST pause: %d %v; want 404, the member owns no partition", code, body)
 	}
-	if code, body := call(t, "POST", base+"/partitions/"+topic+"/0/skip?offset=1", testToken); code != 409 {
+	if code, body := call(t, "POST", fmt.Sprintf("%s/partitions/%s/%s/skip?offset=%d", base, topic, part, off+1), testToken); code != 409 {
 		t.Errorf("POST skip of another offset: %d %v, want 409", code, body)
 	}
-	if code, body := call(t, "POST", base+"/partitions/"+topic+"/0/skip?offset=0", testToken); code != 200 || body["action"] != "skipped" {
+	if code, body := call(t, "POST", fmt.Sprintf("%s/partitions/%s/%s/skip?offset=%d", base, topic, part, off), testToken); code != 200 || body["action"] != "skipped" {
 		t.Fatalf("POST skip: %d %v", code, body)
 	}
-	kafkatest.WaitFor(t, 30*time.Second, "the skip", func() bool { return cons.Stats().Skipped == 1 })
+	kafkatest.WaitFor(t, 30*time.Second, "the skip and the other record retrying", func() bool {
+		s := cons.Stats()
+		return s.Skipped == 1 && len(s.Stuck) == 1
+	})
 	if code, body := call(t, "POST", base+"/retry?enabled=off", testToken); code != 200 || body["retry_enabled"] != false {
 		t.Fatalf("POST /retry?enabled=off: %d %v", code, body)
 	}

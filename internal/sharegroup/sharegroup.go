@@ -39,7 +39,8 @@ const DefaultPrefix = "dlq."
 type Limit struct {
 	Limit int
 	// Source is "group" (the group's share.delivery.count.limit),
-	// "broker" (the brokers' group.share.delivery.count.limit) or
+	// "broker" (the brokers' group.share.delivery.count.limit, the lowest
+	// when they differ) or
 	// "default" (Kafka's default, 5).
 	Source string
 }
@@ -54,22 +55,53 @@ func ReadLimit(ctx context.Context, cl *kgo.Client, group string) (Limit, error)
 			return Limit{n, "group"}, err
 		}
 	}
-	rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(ctx)
+	vs, err := brokerConfig(ctx, cl, BrokerLimit)
 	if err != nil {
 		return Limit{}, err
 	}
+	if len(vs) == 0 {
+		return Limit{DefaultLimit, "default"}, nil
+	}
+	// The lowest of the brokers': a record dead-lettered a delivery early
+	// is kept; one released on its last delivery is archived and lost.
+	l := Limit{Source: "broker"}
+	for _, v := range vs {
+		n, err := parseLimit(v)
+		if err != nil {
+			return Limit{}, err
+		}
+		if l.Limit == 0 || n < l.Limit {
+			l.Limit = n
+		}
+	}
+	return l, nil
+}
+
+// brokerConfig reads a config of every broker: its value on each that has
+// one. A broker's static configs (server.properties) are read only by
+// naming the broker: the cluster-wide resource holds the dynamic ones.
+func brokerConfig(ctx context.Context, cl *kgo.Client, name string) ([]string, error) {
+	adm := kadm.NewClient(cl)
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
 	for _, rc := range rcs {
 		if rc.Err != nil {
-			return Limit{}, rc.Err
+			return nil, rc.Err
 		}
 		for _, e := range rc.Configs {
-			if e.Key == BrokerLimit && e.Value != nil {
-				n, err := parseLimit(*e.Value)
-				return Limit{n, "broker"}, err
+			if e.Key == name && e.Value != nil {
+				out = append(out, *e.Value)
 			}
 		}
 	}
-	return Limit{DefaultLimit, "default"}, nil
+	return out, nil
 }
 
 func parseLimit(v string) (int, error) {
@@ -166,14 +198,8 @@ func checkDLQ(ctx context.Context, cl *kgo.Client, topic string) []string {
 	adm := kadm.NewClient(cl)
 	lost := "the broker archives a record it cannot dead-letter: it is lost"
 	prefix := DefaultPrefix
-	if rcs, err := adm.DescribeBrokerConfigs(ctx); err == nil {
-		for _, rc := range rcs {
-			for _, e := range rc.Configs {
-				if e.Key == BrokerDLQ && e.Value != nil {
-					prefix = *e.Value
-				}
-			}
-		}
+	if vs, err := brokerConfig(ctx, cl, BrokerDLQ); err == nil && len(vs) > 0 {
+		prefix = vs[0]
 	}
 	var out []string
 	if !strings.HasPrefix(topic, prefix) {

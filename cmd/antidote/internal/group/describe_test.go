@@ -44,7 +44,8 @@ func TestIntegrationGroupDescribe(t *testing.T) {
 
 // TestIntegrationGroupDescribeShare: a share group with a running member
 // that settled every record: its type, member and assignment, its
-// share-partition start offsets at the end (lag 0), and its delivery limit.
+// share-partition lag 0 (on kfake the start offsets at the end), and its
+// delivery limit.
 // On a real broker, a broker dead-letter topic that does not exist is
 // reported with what to change, and the exit code is 1.
 func TestIntegrationGroupDescribeShare(t *testing.T) {
@@ -86,8 +87,10 @@ func TestIntegrationGroupDescribeShare(t *testing.T) {
 		if code != 0 || json.Unmarshal([]byte(out), &d) != nil || len(d.Partitions) != 2 {
 			return false
 		}
+		// kfake moves the start offset at once; Kafka persists it
+		// lazily, and answers the lag (KIP-1226) at once.
 		for _, p := range d.Partitions {
-			if p.Offset != 3 {
+			if p.Lag != 0 || !c.Real() && p.Offset != 3 {
 				return false
 			}
 		}
@@ -98,8 +101,8 @@ func TestIntegrationGroupDescribeShare(t *testing.T) {
 		t.Errorf("described %+v", d)
 	}
 	for _, p := range d.Partitions {
-		if p.End != 3 || p.Lag != 0 || len(p.Members) != 1 {
-			t.Errorf("partition %+v: want end 3, lag 0, one member", p)
+		if p.End != 3 || p.Lag != 0 || p.Offset < 0 || p.Offset > 3 || len(p.Members) != 1 {
+			t.Errorf("partition %+v: want a start offset, end 3, lag 0, one member", p)
 		}
 	}
 	if d.Share == nil || d.Share.DeliveryLimit != 5 || d.Share.LimitSource == "" || len(d.Share.Problems) != 0 {
