@@ -208,7 +208,9 @@
 // TestIntegrationShareDeliveryLimit, TestIntegrationShareStop,
 // TestIntegrationShareHalt and TestIntegrationShareUnwritable back this on
 // kfake and on Kafka 4.4; TestIntegrationShareBrokerDLQ the setup check, on
-// Kafka.
+// Kafka; TestIntegrationShareKillMidway, on Kafka 4.4, two worker processes
+// killed with SIGKILL mid-work, the group's broker dead-letter topic
+// keeping what the broker archives, and every record accounted for.
 //
 // # Group protocols
 //
