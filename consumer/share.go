@@ -190,7 +190,12 @@ func newShare[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		base = append(base, kgo.SeedBrokers(cfg.Brokers...))
 	}
 	base = append(base,
-		kgo.ProducerLinger(letterLinger),
+		// A worker waits for its letter's acknowledgement before it takes
+		// the next record, so a linger would hold every letter for its
+		// whole length: with one record at a time, 5ms apiece. Letters go
+		// out at once; those of other workers that come while a request
+		// is in flight go out together in the next.
+		kgo.ProducerLinger(0),
 		kgo.RecordDeliveryTimeout(cfg.DeadLetter.WriteTimeout),
 		kgo.WithLogger(clientLogger{kslog.New(c.log.With("client", "franz-go")), kgo.LogLevelWarn}),
 	)

@@ -236,3 +236,26 @@ func TestShareOperator(t *testing.T) {
 		t.Errorf("letters by source partition %v, want %d: operator, %d: retry-disabled", reasons, second.Partition, third.Partition)
 	}
 }
+
+// TestShareLetterLinger: a share-group member's letters go out at once (a
+// worker waits for its letter, so a linger would hold each for its whole
+// length), unless the user's ClientOpts set a linger.
+func TestShareLetterLinger(t *testing.T) {
+	c := kafkatest.New(t)
+	for _, tc := range []struct {
+		opts []kgo.Opt
+		want time.Duration
+	}{{nil, 0}, {[]kgo.Opt{kgo.ProducerLinger(7 * time.Millisecond)}, 7 * time.Millisecond}} {
+		cfg := shareConfig(c, t, "t", kafkatest.UniqueName("g"), shareHandler)
+		cfg.Share.FromEarliest = false
+		cfg.ClientOpts = append(cfg.ClientOpts, tc.opts...)
+		m, err := consumer.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Client().OptValue(kgo.ProducerLinger); got != tc.want {
+			t.Errorf("linger %v, want %v", got, tc.want)
+		}
+		m.Close()
+	}
+}
