@@ -187,6 +187,9 @@ func (ps parts) at(topic string, p int32) *PartitionState {
 
 func (ps parts) assign(m *Member, set kadm.TopicsSet) {
 	for _, t := range set.Sorted() {
+		if t.Topic == "" {
+			continue // a broker that named the topic by its id alone (kfake)
+		}
 		for _, p := range t.Partitions {
 			m.Assigned = append(m.Assigned, fmt.Sprintf("%s/%d", t.Topic, p))
 			s := ps.at(t.Topic, p)

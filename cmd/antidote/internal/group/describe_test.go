@@ -147,3 +147,55 @@ func setGroupConfig(t *testing.T, c *kafkatest.Cluster, group, key, value string
 		}
 	}
 }
+
+// TestIntegrationGroupDescribeConsumerProtocol: a KIP-848 consumer group
+// (type consumer) with a running member: its member, its assignment (on a
+// real broker: kfake names the topics by their ids alone), and its
+// committed offsets at the end.
+func TestIntegrationGroupDescribeConsumerProtocol(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "describe-848", 2)
+	group := kafkatest.UniqueName("describe-848-group")
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 4 {
+		kafkatest.Produce(t, cl, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("v")})
+	}
+	m, err := consumer.New(consumer.Config[string, string]{
+		Brokers: c.Brokers(), ClientOpts: append(c.ClientOpts(), kgo.ClientID("describe-848-member"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())),
+		Topics: []string{topic}, Group: group, GroupProtocol: consumer.GroupConsumer, CommitInterval: 100 * time.Millisecond,
+		Value: serde.String(), Logger: kafkatest.Logger(t),
+		Handler: func(context.Context, *consumer.Record[string, string]) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Error("Run did not return within 60s")
+		}
+	})
+	var d Described
+	kafkatest.WaitFor(t, 30*time.Second, "the offsets committed at the end", func() bool {
+		code, out, _ := runCmd(t, "group", "describe", group, "-o", "json", "--brokers", strings.Join(c.Brokers(), ","))
+		d = Described{}
+		if code != 0 || json.Unmarshal([]byte(out), &d) != nil || len(d.Partitions) != 2 || len(d.Members) != 1 {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if p.Offset != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	// kfake names the member's assigned topics by their ids alone.
+	if d.Type != "consumer" || d.Members[0].ClientID != "describe-848-member" || c.Real() && len(d.Members[0].Assigned) != 2 || d.Lag != 0 || d.Share != nil {
+		t.Errorf("described %+v", d)
+	}
+}
