@@ -27,14 +27,23 @@ type partitionRow struct {
 	For             string // how long it has been stuck
 }
 
+// retryRow is a record a share-group member retries in place.
+type retryRow struct {
+	consumer.Stuck
+	For string // how long it has been retried
+}
+
 type consumerData struct {
 	Name       string
 	Stats      consumer.Stats
 	Partitions []partitionRow
-	Message    string
-	Error      string
-	Now        time.Time
-	Live       liveView
+	// Retrying is, for a share-group member (Stats.ShareGroup), the
+	// records it retries in place: it owns no partition.
+	Retrying []retryRow
+	Message  string
+	Error    string
+	Now      time.Time
+	Live     liveView
 }
 
 func (h *Handler) consumerOf(w http.ResponseWriter, r *http.Request) (string, admin.Consumer, bool) {
@@ -70,6 +79,11 @@ func (h *Handler) renderConsumer(w http.ResponseWriter, r *http.Request, status 
 		s.LastError = visible(s.LastError)
 		if k := fmt.Sprintf("%s/%d", s.Topic, s.Partition); stuck[k] == nil {
 			stuck[k] = s // the lowest offset: the one that holds the commit back
+		}
+	}
+	if st.ShareGroup != nil {
+		for _, s := range st.Stuck {
+			d.Retrying = append(d.Retrying, retryRow{Stuck: s, For: now.Sub(s.Since).Truncate(time.Second).String()})
 		}
 	}
 	for _, p := range st.Partitions {

@@ -638,16 +638,21 @@ func (c *Consumer[K, V]) wakeSignal() <-chan struct{} {
 // [ErrNotRetrying] when it is stuck but not retrying (waiting for a dead
 // letter already, or held by the flood guard), and [ErrNotAssigned] when this
 // member does not own the partition. A try of the record already under way
-// that succeeds settles it as processed instead.
+// that succeeds settles it as processed instead. On a share-group member it
+// acts on a record the member retries in place (see [Config.ShareGroup]).
 func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who string) error {
+	if who == "" {
+		who = "unnamed"
+	}
+	who = deadletter.Truncate(who, 200)
+	if c.share != nil {
+		return c.share.operate(topic, part, offset, &operatorLetter{who: who})
+	}
 	p, err := c.owned(topic, part)
 	if err != nil {
 		return err
 	}
-	if who == "" {
-		who = "unnamed"
-	}
-	return p.letterStuck(offset, deadletter.Truncate(who, 200))
+	return p.letterStuck(offset, who)
 }
 
 // Skip settles the record at offset that partition topic/part is stuck on
@@ -657,11 +662,16 @@ func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who 
 // wrapping [ErrNotStuck] when the partition is not stuck on that offset (it
 // recovered, or is stuck on another record: an operator never skips a record
 // they did not see), and [ErrNotAssigned] when this member does not own it.
+// On a share-group member it acts on a record the member retries in place
+// (ACCEPT: the group never delivers it again).
 //
 // The skip outlives the work it ends: should the partition meet the record
 // again on this member (after an aborted transaction, in the exactly-once
 // mode), it is skipped again without being handled.
 func (c *Consumer[K, V]) Skip(topic string, part int32, offset int64) error {
+	if c.share != nil {
+		return c.share.operate(topic, part, offset, errSkipped)
+	}
 	p, err := c.owned(topic, part)
 	if err != nil {
 		return err
@@ -707,6 +717,9 @@ func isClosed(ch <-chan struct{}) bool {
 // the partition's next owner does not inherit it. It returns an error
 // wrapping ErrNotAssigned for a partition this member does not own.
 func (c *Consumer[K, V]) Pause(topic string, part int32) error {
+	if c.share != nil {
+		return c.share.ownsNone(topic, part)
+	}
 	p, err := c.owned(topic, part)
 	if err != nil {
 		return err
@@ -722,6 +735,9 @@ func (c *Consumer[K, V]) Pause(topic string, part int32) error {
 
 // Resume ends an operator pause of a partition ([Consumer.Pause]).
 func (c *Consumer[K, V]) Resume(topic string, part int32) error {
+	if c.share != nil {
+		return c.share.ownsNone(topic, part)
+	}
 	p, err := c.owned(topic, part)
 	if err != nil {
 		return err
@@ -770,6 +786,9 @@ func (c *Consumer[K, V]) Stats() Stats {
 		s.BufferedBytes += ps.BufferedBytes
 	}
 	c.mu.Unlock()
+	if c.share != nil {
+		s.Stuck = append(s.Stuck, c.share.stuckOn()...)
+	}
 	sort.Slice(s.Stuck, func(i, j int) bool {
 		a, b := s.Stuck[i], s.Stuck[j]
 		return a.Topic < b.Topic || (a.Topic == b.Topic && (a.Partition < b.Partition || a.Partition == b.Partition && a.Offset < b.Offset))

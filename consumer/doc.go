@@ -188,15 +188,21 @@
 //
 // Operating it: [Stats] counts records as for a consumer group, with
 // releases as [OutcomeReleased] in Stats.Outcomes, and [Stats.ShareGroup]
-// holds the delivery limit in use and what is wrong with the group's
-// setup. When Run starts, the member checks the broker's own dead-letter
+// holds the delivery limit in use, what is wrong with the group's setup,
+// the records acquired (by delivery count, and how many were delivered
+// before) and the acknowledgements sent (accepted, released, renewed);
+// [Hooks] hear of each acquisition and acknowledgement (RecordAcquired,
+// RecordAcknowledged). When Run starts, the member checks the broker's own dead-letter
 // topic of the group (Kafka 4.4: errors.deadletterqueue.topic.name must
 // name an existing topic with the brokers' "dlq." prefix and
 // errors.deadletterqueue.group.enable=true, or the broker loses what it
 // would dead-letter) and that renewals are on, and reports a broken setup
 // as an error with what to change. The kill switch and
-// [Consumer.WakeRetries] work as for a consumer group; Pause, Resume,
-// Skip, DeadLetter and the flood guard are not part of this mode.
+// [Consumer.WakeRetries] work as for a consumer group. A record retried in
+// place shows in Stats.Stuck (by its partition and offset), and
+// [Consumer.Skip] and [Consumer.DeadLetter] end its retries as they do for
+// a partition. A member owns no partition: Pause and Resume return an error
+// wrapping [ErrNotAssigned], and the flood guard is not part of this mode.
 //
 // [RetryTopics], [ExactlyOnce], a [BatchHandler] and DurableAttempts.Topic
 // are refused by [New]: the group redelivers a record itself and counts its
@@ -206,7 +212,9 @@
 // TestIntegrationShareDeliveryLimit, TestIntegrationShareStop,
 // TestIntegrationShareHalt and TestIntegrationShareUnwritable back this on
 // kfake and on Kafka 4.4; TestIntegrationShareBrokerDLQ the setup check, on
-// Kafka.
+// Kafka; TestIntegrationShareKillMidway, on Kafka 4.4, two worker processes
+// killed with SIGKILL mid-work, the group's broker dead-letter topic
+// keeping what the broker archives, and every record accounted for.
 //
 // # Group protocols
 //

@@ -47,6 +47,12 @@ type Hooks interface {
 	// consumer (see [FloodGuard]), and an operator resumed it.
 	FloodGuardTripped(Flood)
 	FloodGuardResumed(Flood)
+	// RecordAcquired: a share-group member acquired a record (see
+	// [Config.ShareGroup]), with the delivery count the broker gave it.
+	RecordAcquired(AcquiredEvent)
+	// RecordAcknowledged: a share-group member acknowledged a record:
+	// ACCEPT, RELEASE, or RENEW of a record still being handled.
+	RecordAcknowledged(AckEvent)
 }
 
 // NopHooks implements [Hooks] with methods that do nothing. Embed it.
@@ -66,6 +72,8 @@ func (NopHooks) PartitionsAssigned(map[string][]int32) {}
 func (NopHooks) PartitionsRevoked(map[string][]int32)  {}
 func (NopHooks) FloodGuardTripped(Flood)               {}
 func (NopHooks) FloodGuardResumed(Flood)               {}
+func (NopHooks) RecordAcquired(AcquiredEvent)          {}
+func (NopHooks) RecordAcknowledged(AckEvent)           {}
 
 // Outcome is how a record was settled ([SettledEvent.Outcome],
 // [OutcomeKey.Outcome]).
@@ -158,4 +166,37 @@ const (
 	// PauseParked: a source partition waits until its retry tiers hold
 	// fewer than RetryTopics.MaxParked of its records (per-key order).
 	PauseParked PauseReason = "retry-parked-full"
+)
+
+// AcquiredEvent is a record a share-group member acquired.
+type AcquiredEvent struct {
+	PartitionEvent
+	Offset int64
+	// DeliveryCount is the broker's count of the record's deliveries,
+	// this one included: 1 on its first.
+	DeliveryCount int32
+}
+
+// AckEvent is an acknowledgement a share-group member sent.
+type AckEvent struct {
+	PartitionEvent
+	Offset        int64
+	Ack           Ack
+	DeliveryCount int32
+}
+
+// Ack is a share group's acknowledgement of a record ([AckEvent.Ack]).
+// REJECT is not among them: a share-group member never sends it.
+type Ack string
+
+// Acknowledgements of a share-group member.
+const (
+	// AckAccept: the record is settled (processed, dead-lettered or
+	// skipped); the group never delivers it again.
+	AckAccept Ack = "accept"
+	// AckRelease: the record goes back to the group for another delivery.
+	AckRelease Ack = "release"
+	// AckRenew: the record's acquisition lock is extended while it is
+	// retried in place.
+	AckRenew Ack = "renew"
 )

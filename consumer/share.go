@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,6 +17,7 @@ import (
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/sharegroup"
 	"github.com/antidote-kafka/antidote/serde"
 )
 
@@ -72,7 +72,6 @@ const OutcomeReleased Outcome = "released"
 // Defaults of the share source.
 const (
 	defaultShareMaxRecords = 500
-	defaultDeliveryLimit   = 5
 	// minDeliveryLimit is the lowest limit Kafka accepts: the limit used
 	// when the cluster's cannot be read, so that a record is dead-lettered
 	// early rather than released on its last delivery and lost.
@@ -88,11 +87,29 @@ type shareSource[K, V any] struct {
 	c     *Consumer[K, V]
 	group string
 
-	mu       sync.Mutex // guards limit, limitAt, logs and problems
+	// What the member did, for Stats.ShareGroup (see ShareGroupState).
+	acquired, redelivered, accepted, released, renewed atomic.Uint64
+
+	mu       sync.Mutex // guards the fields below
 	limit    int
 	limitAt  time.Time
 	logs     map[tp]*recordLog
 	problems []string // what is wrong with the group's setup (checkGroup)
+	// deliveries counts the acquired records by delivery count.
+	deliveries map[int32]uint64
+	// open is the records of the poll being settled that have no
+	// terminal acknowledgement yet: the ones renew extends.
+	open map[*kgo.Record]struct{}
+	// retrying is the records of the poll waiting for a retry in place,
+	// by partition and offset: Stats.Stuck, and what an operator may skip
+	// or dead-letter.
+	retrying map[tpo]*stuck
+}
+
+// tpo names a record.
+type tpo struct {
+	tp
+	offset int64
 }
 
 // ShareGroupState is what a share-group member knows of its group
@@ -106,13 +123,40 @@ type ShareGroupState struct {
 	// starts, each with what to change: a broker dead-letter topic that
 	// loses records, acknowledgement renewal turned off.
 	Problems []string `json:",omitempty"`
+	// Acquired counts the records this member acquired, and Redelivered
+	// those of them delivered before (to this member or another):
+	// released, or held by a member that stopped or lost their lock.
+	Acquired    uint64
+	Redelivered uint64
+	// Accepted, Released and Renewed count the acknowledgements sent:
+	// ACCEPT of a record processed, dead-lettered or skipped; RELEASE of
+	// a record for another delivery; RENEW of a record's lock while it is
+	// retried in place (one per record each time the locks are renewed).
+	Accepted uint64
+	Released uint64
+	Renewed  uint64
+	// Deliveries counts the acquired records by their delivery count
+	// ("1" for first deliveries).
+	Deliveries map[int32]uint64 `json:",omitempty"`
+	// Held is the records of the poll being settled that have no ACCEPT or
+	// RELEASE yet.
+	Held int
 }
 
 // state is the member's ShareGroupState.
 func (s *shareSource[K, V]) state() *ShareGroupState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &ShareGroupState{Group: s.group, DeliveryLimit: s.limit, Problems: append([]string(nil), s.problems...)}
+	st := &ShareGroupState{Group: s.group, DeliveryLimit: s.limit, Problems: append([]string(nil), s.problems...),
+		Acquired: s.acquired.Load(), Redelivered: s.redelivered.Load(),
+		Accepted: s.accepted.Load(), Released: s.released.Load(), Renewed: s.renewed.Load(),
+		Held: len(s.open)}
+	if len(s.deliveries) > 0 {
+		st.Deliveries = make(map[int32]uint64, len(s.deliveries))
+		for n, v := range s.deliveries {
+			st.Deliveries[n] = v
+		}
+	}
 	if n := s.c.cfg.Share.DeliveryLimit; n > 0 {
 		st.DeliveryLimit = n
 	}
@@ -138,14 +182,20 @@ func newShare[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	cfg.FloodGuard.Disable = true
 	c := newConsumer(cfg, off, cfg.Logger.With("share_group", cfg.ShareGroup))
 	c.dlq.group = cfg.ShareGroup
-	c.share = &shareSource[K, V]{c: c, group: cfg.ShareGroup, limit: cfg.Share.DeliveryLimit, logs: make(map[tp]*recordLog)}
+	c.share = &shareSource[K, V]{c: c, group: cfg.ShareGroup, limit: cfg.Share.DeliveryLimit, logs: make(map[tp]*recordLog),
+		deliveries: make(map[int32]uint64), open: make(map[*kgo.Record]struct{}), retrying: make(map[tpo]*stuck)}
 
 	base := make([]kgo.Opt, 0, len(cfg.ClientOpts)+16)
 	if len(cfg.Brokers) > 0 {
 		base = append(base, kgo.SeedBrokers(cfg.Brokers...))
 	}
 	base = append(base,
-		kgo.ProducerLinger(letterLinger),
+		// A worker waits for its letter's acknowledgement before it takes
+		// the next record, so a linger would hold every letter for its
+		// whole length: with one record at a time, 5ms apiece. Letters go
+		// out at once; those of other workers that come while a request
+		// is in flight go out together in the next.
+		kgo.ProducerLinger(0),
 		kgo.RecordDeliveryTimeout(cfg.DeadLetter.WriteTimeout),
 		kgo.WithLogger(clientLogger{kslog.New(c.log.With("client", "franz-go")), kgo.LogLevelWarn}),
 	)
@@ -284,163 +334,32 @@ func (s *shareSource[K, V]) deliveryLimit(ctx context.Context) int {
 	return s.limit
 }
 
-// readLimit reads the delivery limit: the group's share.delivery.count.limit
-// when it is set for the group (Kafka 4.3+), else the brokers'
-// group.share.delivery.count.limit, else Kafka's default.
+// readLimit reads the delivery limit (sharegroup.ReadLimit).
 func (s *shareSource[K, V]) readLimit(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
-	// The group's own, when one is set for it (4.3+); otherwise, or when
-	// it cannot be read, the brokers'.
-	if gcs, err := s.groupConfigs(ctx, "share.delivery.count.limit"); err == nil {
-		if e, ok := gcs["share.delivery.count.limit"]; ok && e.Source == kmsg.ConfigSourceGroupConfig && e.Value != nil {
-			return parseLimit(*e.Value)
-		}
-	}
-	rcs, err := kadm.NewClient(s.c.cl).DescribeBrokerConfigs(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			return 0, rc.Err
-		}
-		for _, e := range rc.Configs {
-			if e.Key == "group.share.delivery.count.limit" && e.Value != nil {
-				return parseLimit(*e.Value)
-			}
-		}
-	}
-	return defaultDeliveryLimit, nil
+	l, err := sharegroup.ReadLimit(ctx, s.c.cl, s.group)
+	return l.Limit, err
 }
 
-func parseLimit(v string) (int, error) {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("delivery limit %q is not a count", v)
-	}
-	return n, nil
-}
-
-// groupConfigs reads configs of the share group; a name the broker does not
-// know (an earlier Kafka) is missing from the result.
-func (s *shareSource[K, V]) groupConfigs(ctx context.Context, names ...string) (map[string]kmsg.DescribeConfigsResponseResourceConfig, error) {
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
-	res.ResourceName = s.group
-	res.ConfigNames = names
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, s.c.cl)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]kmsg.DescribeConfigsResponseResourceConfig)
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			return nil, err
-		}
-		for _, e := range r.Configs {
-			out[e.Name] = e
-		}
-	}
-	return out, nil
-}
-
-// checkGroup checks the share group's setup and reports, loudly (an error
-// in the log, and Stats.ShareGroup.Problems), what would lose records or
-// lose the locks of records retried in place:
-//
-//   - the broker's own dead-letter topic (errors.deadletterqueue.topic.name,
-//     Kafka 4.4): the broker takes a wrong name without complaint and, at
-//     write time, logs "Failed to write to DLQ, proceeding to ARCHIVED
-//     regardless": the record is gone. The topic must exist (the broker
-//     creates none by default), have the brokers' prefix ("dlq.") and the
-//     topic config errors.deadletterqueue.group.enable=true. Without
-//     errors.deadletterqueue.copy.record.enable=true its letters hold no
-//     key or value.
-//   - share.renew.acknowledge.enable=false: a record retried in place
-//     longer than its lock is delivered again meanwhile.
-//
-// What cannot be read (an earlier Kafka, no DESCRIBE_CONFIGS) is not a
-// problem: it is logged at debug level.
+// checkGroup checks the share group's setup (sharegroup.Check) and reports
+// what is wrong, loudly: an error in the log, and
+// Stats.ShareGroup.Problems. What cannot be read (an earlier Kafka, no
+// DESCRIBE_CONFIGS) is not a problem: it is logged at debug level.
 func (s *shareSource[K, V]) checkGroup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.cfg.DeadLetter.WriteTimeout)
 	defer cancel()
-	var problems []string
-	report := func(p string) {
-		problems = append(problems, p)
-		s.c.log.Error("share group setup: " + p)
-	}
-	gcs, err := s.groupConfigs(ctx, "errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable")
+	setup, err := sharegroup.Check(ctx, s.c.cl, s.group)
 	if err != nil {
 		s.c.log.Debug("cannot read the share group's configs", "err", err)
 		return
 	}
-	value := func(name string) string {
-		if e, ok := gcs[name]; ok && e.Value != nil {
-			return *e.Value
-		}
-		return ""
-	}
-	if value("share.renew.acknowledge.enable") == "false" {
-		report("share.renew.acknowledge.enable is false: a record retried in place longer than its lock (share.record.lock.duration.ms) is delivered again meanwhile; set it to true for the group")
-	}
-	if topic := value("errors.deadletterqueue.topic.name"); topic != "" {
-		for _, p := range s.brokerDLQ(ctx, topic) {
-			report(p)
-		}
-		if value("errors.deadletterqueue.copy.record.enable") != "true" {
-			report(fmt.Sprintf("the broker's dead letters in %s hold no key or value (nor, ever, the original headers); set errors.deadletterqueue.copy.record.enable=true for the group to keep them", topic))
-		}
+	for _, p := range setup.Problems {
+		s.c.log.Error("share group setup: " + p)
 	}
 	s.mu.Lock()
-	s.problems = problems
+	s.problems = setup.Problems
 	s.mu.Unlock()
-}
-
-// brokerDLQ checks the broker's dead-letter topic of the group and returns
-// what is wrong with it.
-func (s *shareSource[K, V]) brokerDLQ(ctx context.Context, topic string) []string {
-	adm := kadm.NewClient(s.c.cl)
-	lost := "the broker archives a record it cannot dead-letter: it is lost"
-	prefix := "dlq."
-	if rcs, err := adm.DescribeBrokerConfigs(ctx); err == nil {
-		for _, rc := range rcs {
-			for _, e := range rc.Configs {
-				if e.Key == "errors.deadletterqueue.topic.name.prefix" && e.Value != nil {
-					prefix = *e.Value
-				}
-			}
-		}
-	}
-	var out []string
-	if !strings.HasPrefix(topic, prefix) {
-		out = append(out, fmt.Sprintf("errors.deadletterqueue.topic.name %q lacks the brokers' prefix %q (errors.deadletterqueue.topic.name.prefix): %s; name a topic that starts with %q", topic, prefix, lost, prefix))
-	}
-	details, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		return out
-	}
-	if d, ok := details[topic]; !ok || d.Err != nil {
-		return append(out, fmt.Sprintf("the broker's dead-letter topic %s (errors.deadletterqueue.topic.name) does not exist: %s; create it with errors.deadletterqueue.group.enable=true", topic, lost))
-	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return out
-	}
-	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
-		enabled := false
-		for _, e := range rc.Configs {
-			if e.Key == "errors.deadletterqueue.group.enable" && e.Value != nil && *e.Value == "true" {
-				enabled = true
-			}
-		}
-		if !enabled {
-			out = append(out, fmt.Sprintf("the broker's dead-letter topic %s lacks the topic config errors.deadletterqueue.group.enable=true: %s; set it on the topic", topic, lost))
-		}
-	}
-	return out
 }
 
 // acked logs acknowledgements the broker did not take: their records are
@@ -526,6 +445,8 @@ func (s *shareSource[K, V]) shutdown() error {
 // client closes).
 func (s *shareSource[K, V]) settlePoll(ctx context.Context, recs []*kgo.Record) {
 	limit := s.deliveryLimit(ctx)
+	s.acquire(recs)
+	defer s.release()
 	runs := keyRuns(recs)
 	stopRenew := s.renew(ctx, recs)
 	defer stopRenew()
@@ -556,6 +477,61 @@ feed:
 	wg.Wait()
 }
 
+// acquire counts the records of a poll and holds them open: renew extends
+// their locks until they have a terminal acknowledgement.
+func (s *shareSource[K, V]) acquire(recs []*kgo.Record) {
+	h := s.c.hooks
+	s.mu.Lock()
+	for _, r := range recs {
+		n := r.DeliveryCount()
+		s.acquired.Add(1)
+		if n > 1 {
+			s.redelivered.Add(1)
+		}
+		s.deliveries[n]++
+		s.open[r] = struct{}{}
+	}
+	s.mu.Unlock()
+	if h != nil {
+		for _, r := range recs {
+			h.RecordAcquired(AcquiredEvent{PartitionEvent: PartitionEvent{r.Topic, r.Partition}, Offset: r.Offset, DeliveryCount: r.DeliveryCount()})
+		}
+	}
+}
+
+// release forgets the records of the poll left open (stopping): the client
+// releases them when it closes.
+func (s *shareSource[K, V]) release() {
+	s.mu.Lock()
+	clear(s.open)
+	s.mu.Unlock()
+}
+
+// ack acknowledges rec with ACCEPT or RELEASE, counts it and tells the
+// hooks.
+// The record leaves s.open under s.mu with its acknowledgement, so that
+// renew never counts a renew of a settled record.
+func (s *shareSource[K, V]) ack(rec *kgo.Record, a Ack) {
+	s.mu.Lock()
+	delete(s.open, rec)
+	if a == AckAccept {
+		rec.Ack(kgo.AckAccept)
+		s.accepted.Add(1)
+	} else {
+		rec.Ack(kgo.AckRelease)
+		s.released.Add(1)
+	}
+	s.mu.Unlock()
+	s.ackHook(rec, a)
+}
+
+// ackHook tells the hooks of an acknowledgement.
+func (s *shareSource[K, V]) ackHook(rec *kgo.Record, a Ack) {
+	if h := s.c.hooks; h != nil {
+		h.RecordAcknowledged(AckEvent{PartitionEvent: PartitionEvent{rec.Topic, rec.Partition}, Offset: rec.Offset, Ack: a, DeliveryCount: rec.DeliveryCount()})
+	}
+}
+
 // keyRuns splits a poll into runs that may be handled at once: the records
 // of one topic, partition and key in offset order, and each record without
 // a key alone.
@@ -584,9 +560,8 @@ func keyRuns(recs []*kgo.Record) [][]*kgo.Record {
 
 // renew RENEWs the records of a poll that are not settled yet every third
 // of the shorter of their acquisition lock and the connection's idle
-// timeout, until the returned function is called. A record with a terminal
-// acknowledgement ignores a renew (Record.Ack), and so does one whose last
-// renew is still in flight.
+// timeout, until the returned function is called. A record whose last renew
+// is still in flight ignores another (Record.Ack).
 func (s *shareSource[K, V]) renew(ctx context.Context, recs []*kgo.Record) (stop func()) {
 	every := 10 * time.Second
 	if d := time.Until(recs[0].AcquisitionDeadline()); d > 0 {
@@ -607,8 +582,16 @@ func (s *shareSource[K, V]) renew(ctx context.Context, recs []*kgo.Record) (stop
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				for _, r := range recs {
+				s.mu.Lock()
+				open := make([]*kgo.Record, 0, len(s.open))
+				for r := range s.open {
 					r.Ack(kgo.AckRenew)
+					open = append(open, r)
+				}
+				s.mu.Unlock()
+				s.renewed.Add(uint64(len(open)))
+				for _, r := range open {
+					s.ackHook(r, AckRenew)
 				}
 			}
 		}
@@ -637,9 +620,18 @@ func (s *shareSource[K, V]) settleTraced(ctx context.Context, rec *kgo.Record, l
 	log := s.recordLog(rec)
 	attempt, first := 1, time.Time{}
 	stage, err := s.try(ctx, tr, rec, attempt, first)
+	// The record's own context, which an operator's Skip or DeadLetter
+	// cancels, is made only when the record waits for a retry.
+	rctx, rcancel := ctx, context.CancelCauseFunc(nil)
+	defer func() {
+		if rcancel != nil {
+			s.unstick(rec)
+			rcancel(nil)
+		}
+	}()
 	for {
 		if err == nil { // before the stop check: a success is accepted even while stopping
-			rec.Ack(kgo.AckAccept)
+			s.ack(rec, AckAccept)
 			c.stats.processed.Add(1)
 			tr.settledAs(OutcomeProcessed, "", 0, nil, attempt)
 			s.settled(rec, OutcomeProcessed, stage, 0)
@@ -653,6 +645,18 @@ func (s *shareSource[K, V]) settleTraced(ctx context.Context, rec *kgo.Record, l
 		}
 		if first.IsZero() {
 			first = time.Now()
+		}
+		if rcancel != nil {
+			if errors.Is(context.Cause(rctx), errSkipped) {
+				s.unstick(rec)
+				s.skip(tr, log, rec, stage, err, attempt, "operator")
+				return
+			}
+			if who, ok := byOperator(rctx); ok {
+				s.unstick(rec)
+				s.letterByOperator(ctx, tr, log, rec, stage, c.classify(stage, err), err, attempt, first, who)
+				return
+			}
 		}
 		if c.cfg.SkipIf != nil && s.skipFunc(log, rec, stage, err) {
 			s.skip(tr, log, rec, stage, err, attempt, "Config.SkipIf")
@@ -673,6 +677,10 @@ func (s *shareSource[K, V]) settleTraced(ctx context.Context, rec *kgo.Record, l
 				reason = deadletter.ReasonRetryDisabled
 			}
 		} else if wait, ok := retryWait(out.Retry, attempt, time.Since(first), err); ok {
+			if rcancel == nil {
+				rctx, rcancel = context.WithCancelCause(ctx)
+			}
+			s.stick(rec, attempt, first, err, rcancel)
 			c.stats.failure(stage, class, OutcomeRetried)
 			if h := c.hooks; h != nil {
 				h.RecordRetried(RetryEvent{PartitionEvent: PartitionEvent{rec.Topic, rec.Partition}, Offset: rec.Offset, Stage: stage, Class: class, Attempt: attempt, Wait: wait})
@@ -680,18 +688,21 @@ func (s *shareSource[K, V]) settleTraced(ctx context.Context, rec *kgo.Record, l
 			if attempt == 1 || attempt%10 == 0 {
 				log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "delivery", rec.DeliveryCount(), "wait", dur(wait), "err", err)
 			}
-			if sleep(ctx, wait, wake) != nil || c.retryOff.Load() {
-				continue // stopping or kill switch: re-decide at the top
+			if sleep(rctx, wait, wake) != nil || c.retryOff.Load() {
+				continue // stopping, an operator or the kill switch: re-decide at the top
 			}
 			attempt++
-			stage, err = s.try(ctx, tr, rec, attempt, first)
+			stage, err = s.try(rctx, tr, rec, attempt, first)
 			continue
+		}
+		if rcancel != nil {
+			s.unstick(rec)
 		}
 		// Retrying here is over. A failure that may pass goes back to the
 		// group while deliveries remain; the last delivery, or a
 		// permanent failure, takes the policy's action.
 		if class != failure.ClassPermanent && !retryOff && int(rec.DeliveryCount()) < limit {
-			rec.Ack(kgo.AckRelease)
+			s.ack(rec, AckRelease)
 			tr.settledAs(OutcomeReleased, stage, class, err, attempt)
 			c.stats.failure(stage, class, OutcomeReleased)
 			s.settled(rec, OutcomeReleased, stage, class)
@@ -771,7 +782,7 @@ func (s *shareSource[K, V]) skipFunc(log *recordLog, rec *kgo.Record, stage dead
 func (s *shareSource[K, V]) skip(tr *traced, log *recordLog, rec *kgo.Record, stage deadletter.Stage, err error, attempts int, why string) {
 	class := s.c.classify(stage, err)
 	tr.settledAs(OutcomeSkipped, stage, class, err, attempts)
-	rec.Ack(kgo.AckAccept)
+	s.ack(rec, AckAccept)
 	s.c.stats.failure(stage, class, OutcomeSkipped)
 	s.settled(rec, OutcomeSkipped, stage, class)
 	log.warn("record skipped", rec, "stage", stage, "why", why, "attempts", attempts, "delivery", rec.DeliveryCount(), "err", err)
@@ -779,7 +790,6 @@ func (s *shareSource[K, V]) skip(tr *traced, log *recordLog, rec *kgo.Record, st
 
 // act settles rec by the policy's action: a dead letter, a skip or a halt.
 func (s *shareSource[K, V]) act(ctx context.Context, tr *traced, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, reason deadletter.Reason, then Action) {
-	c := s.c
 	switch then {
 	case ActionSkip:
 		s.skip(tr, log, rec, stage, err, attempts, string(reason))
@@ -788,11 +798,28 @@ func (s *shareSource[K, V]) act(ctx context.Context, tr *traced, log *recordLog,
 		s.halt(tr, log, rec, stage, class, err)
 		return
 	}
-	l := s.letter(rec, newFailure(s.group, rec, stage, class, reason, err, attempts, first), err, tr)
+	s.deadLetter(ctx, tr, log, rec, stage, class, err, attempts, newFailure(s.group, rec, stage, class, reason, err, attempts, first))
+}
+
+// letterByOperator dead-letters rec, retrying in place, because an operator
+// asked (who): reason ReasonOperator, the message naming who.
+func (s *shareSource[K, V]) letterByOperator(ctx context.Context, tr *traced, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, who string) {
+	f := newFailure(s.group, rec, stage, class, deadletter.ReasonOperator, err, attempts, first)
+	f.Message = deadletter.Truncate("dead-lettered by an operator ("+who+"): "+f.Message, deadletter.MaxMessageBytes)
+	log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "delivery", rec.DeliveryCount(), "err", err)
+	s.deadLetter(ctx, tr, log, rec, stage, class, err, attempts, f)
+}
+
+// deadLetter writes the dead letter of rec with the failure headers of f
+// and settles rec by how the write ended.
+func (s *shareSource[K, V]) deadLetter(ctx context.Context, tr *traced, log *recordLog, rec *kgo.Record, stage deadletter.Stage, class failure.Class, err error, attempts int, f *deadletter.Failure) {
+	c := s.c
+	reason := f.Reason
+	l := s.letter(rec, f, err, tr)
 	l.class, l.attempts = class, attempts
 	switch s.write(ctx, log, l) {
 	case letterWritten:
-		rec.Ack(kgo.AckAccept)
+		s.ack(rec, AckAccept)
 		tr.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
 		c.stats.failure(stage, class, OutcomeDeadLettered)
 		s.settled(rec, OutcomeDeadLettered, stage, class)

@@ -395,6 +395,9 @@ func TestIntegrationShareRenew(t *testing.T) {
 	if s := a.Stats().Processed + b.Stats().Processed; s != 1 {
 		t.Errorf("processed %d times, want once", s)
 	}
+	if n := a.Stats().ShareGroup.Renewed + b.Stats().ShareGroup.Renewed; n < 2 {
+		t.Errorf("Stats.ShareGroup.Renewed %d, want the lock renewed at least twice in three lock durations", n)
+	}
 }
 
 // TestShareConfig: what cannot apply to a share group fails in New, naming

@@ -27,7 +27,8 @@
 # and have no share groups.
 #
 # Environment:
-#   KAFKA_VERSION       Apache Kafka version from Maven Central (default: from scripts/kafka/pom.xml)
+#   KAFKA_VERSION       Apache Kafka version from Maven Central (default: from scripts/kafka/pom.xml,
+#                       4.4.0: share groups and their broker dead-letter topics)
 #   KAFKA_PORT          client listener port on 127.0.0.1 (default 39092; controller is port+1)
 #   ANTIDOTE_CACHE      cache folder for jars (default .cache/ in the repository, git-ignored)
 #   KAFKA_START_TIMEOUT seconds to wait for the broker to answer (default 90)

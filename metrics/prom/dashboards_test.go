@@ -31,7 +31,10 @@ func exported(t *testing.T) []string {
 	m.RecordRetried(consumer.RetryEvent{PartitionEvent: pe})
 	m.HandlerDone(consumer.HandlerEvent{PartitionEvent: pe})
 	m.DeadLetterWritten(consumer.WriteEvent{PartitionEvent: pe})
+	m.RecordAcquired(consumer.AcquiredEvent{PartitionEvent: pe, DeliveryCount: 1})
+	m.RecordAcknowledged(consumer.AckEvent{PartitionEvent: pe, Ack: consumer.AckAccept})
 	m.Watch(fixedStats{
+		ShareGroup:   &consumer.ShareGroupState{Group: "g", DeliveryLimit: 5},
 		Stuck:        []consumer.Stuck{{Topic: "t", Reason: consumer.StuckRetrying, Since: time.Now()}},
 		Partitions:   []consumer.Partition{{Topic: "t", State: consumer.PartitionStuck, Paused: consumer.PauseStuck, Lag: 1}},
 		Dependencies: map[string]string{"registry": "closed"},

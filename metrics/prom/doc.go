@@ -35,11 +35,11 @@
 // Labels come from small fixed sets: topic (a source topic), partition,
 // stage (deserialize-key, deserialize-value, process, ...), class
 // (transient, permanent, unclassified), outcome, result (ok, error), reason,
-// and for antidote_dependency_state the names and states of
+// ack (accept, release, renew), group (a share group), and for antidote_dependency_state the names and states of
 // Config.Dependencies. Offsets, keys and error messages are never labels.
 //
 //	Name                                          Type       Labels                           Meaning
-//	antidote_records_total                        counter    topic, stage, class, outcome     records settled: processed, dead-lettered, skipped, halted, forwarded (stage and class empty when processed)
+//	antidote_records_total                        counter    topic, stage, class, outcome     records settled: processed, dead-lettered, skipped, halted, forwarded, released (stage and class empty when processed)
 //	antidote_retries_total                        counter    topic, stage, class              retries in place, one per wait before another try
 //	antidote_records_consumed_total               counter    -                                records taken from fetches, each once (from Stats)
 //	antidote_handler_duration_seconds             histogram  topic, result                    duration of handler calls
@@ -59,6 +59,11 @@
 //	antidote_partition_lag                        gauge      topic, partition                 records not yet committed: high watermark minus committed offset; absent while unknown
 //	antidote_healthy_lag                          gauge      topic                            records waiting to be handled: the lag of the partitions not stuck, retry tiers left out; what to autoscale on
 //	antidote_dependency_state                     gauge      dependency, state                1 for each dependency's current state (a registry breaker: closed, open, half-open)
+//	antidote_share_acknowledgements_total         counter    topic, ack                       a share-group member's acknowledgements: accept, release, renew
+//	antidote_share_delivery_count                 histogram  topic                            delivery counts of the records it acquired (1: a first delivery)
+//	antidote_share_delivery_limit                 gauge      group                            its group's delivery limit in use
+//	antidote_share_held_records                   gauge      group                            records of its poll with no ACCEPT or RELEASE yet
+//	antidote_share_setup_problems                 gauge      group                            problems found in the group's setup (Stats.ShareGroup.Problems); alert above 0
 //
 // antidote_records_total{outcome="dead-lettered"} counts records, and
 // antidote_dead_letter_writes_total{result="ok"} acknowledged writes: they

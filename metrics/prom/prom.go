@@ -31,6 +31,8 @@ type Metrics struct {
 	handler      *prometheus.HistogramVec
 	dlqWrites    *prometheus.CounterVec
 	dlqLatency   *prometheus.HistogramVec
+	shareAcks    *prometheus.CounterVec
+	deliveries   *prometheus.HistogramVec
 	source       atomic.Pointer[StatsSource]
 	now          func() time.Time
 	consumedDesc *prometheus.Desc
@@ -60,7 +62,13 @@ type gaugeDescs struct {
 	dependency                            *prometheus.Desc
 	flood, floodTrips                     *prometheus.Desc
 	transactions                          *prometheus.Desc
+	shareLimit, shareHeld, shareProblems  *prometheus.Desc
 }
+
+// DeliveryBuckets are the buckets of antidote_share_delivery_count: a
+// share group's delivery counts, 1 for a first delivery (Kafka's limit is
+// 2 to 10).
+var DeliveryBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10}
 
 // New creates the metrics and registers them on reg (wrap it with
 // prometheus.WrapRegistererWith to tell several consumers of a process
@@ -71,7 +79,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "antidote_records_total",
-			Help: "Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded). Stage and class are empty for processed records.",
+			Help: "Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded, released). Stage and class are empty for processed records.",
 		}, []string{"topic", "stage", "class", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "antidote_retries_total",
@@ -91,24 +99,36 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Latency of dead-letter write attempts, by source topic and result (ok, error).",
 			Buckets: DurationBuckets,
 		}, []string{"topic", "result"}),
+		shareAcks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "antidote_share_acknowledgements_total",
+			Help: "Acknowledgements a share-group member sent, by topic and ack (accept: processed, dead-lettered or skipped; release: for another delivery; renew: a lock extended while a record is retried in place).",
+		}, []string{"topic", "ack"}),
+		deliveries: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "antidote_share_delivery_count",
+			Help:    "Delivery counts of the records a share-group member acquired, by topic: 1 for a first delivery; more for a record released, or held by a member that stopped or lost its lock.",
+			Buckets: DeliveryBuckets,
+		}, []string{"topic"}),
 		now:          time.Now,
 		consumedDesc: prometheus.NewDesc("antidote_records_consumed_total", "Records taken from fetches (each once, however often it is retried).", nil, nil),
 		gauges: gaugeDescs{
-			running:      prometheus.NewDesc("antidote_running", "1 while the consumer runs.", nil, nil),
-			ready:        prometheus.NewDesc("antidote_ready", "1 while the consumer is ready: running, with partitions, not halted.", nil, nil),
-			retryEnabled: prometheus.NewDesc("antidote_retry_enabled", "The retry kill switch: 1 while retrying is on.", nil, nil),
-			brokers:      prometheus.NewDesc("antidote_brokers_reachable", "1 while the Kafka cluster answers.", nil, nil),
-			flood:        prometheus.NewDesc("antidote_flood_guard_tripped", "1 while the flood guard holds the consumer (too many records would be dead-lettered), else 0.", nil, nil),
-			floodTrips:   prometheus.NewDesc("antidote_flood_guard_trips_total", "Times the flood guard tripped.", nil, nil),
-			transactions: prometheus.NewDesc("antidote_transactions_total", "Transactions of the exactly-once mode, by result (committed, aborted).", []string{"result"}, nil),
-			bufRecords:   prometheus.NewDesc("antidote_buffered_records", "Records held by the assigned partitions (fetched, not yet settled).", nil, nil),
-			bufBytes:     prometheus.NewDesc("antidote_buffered_bytes", "Bytes held by the assigned partitions.", nil, nil),
-			stuck:        prometheus.NewDesc("antidote_partition_stuck", "1 while an assigned partition cannot move past a record (retrying it, or waiting for its dead letter), else 0.", tp, nil),
-			stuckSeconds: prometheus.NewDesc("antidote_partition_stuck_seconds", "How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.", append(tp, "reason"), nil),
-			paused:       prometheus.NewDesc("antidote_partition_paused", "1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator, retry-due, retry-parked-full); present only while paused.", append(tp, "reason"), nil),
-			lag:          prometheus.NewDesc("antidote_partition_lag", "Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.", tp, nil),
-			healthyLag:   prometheus.NewDesc("antidote_healthy_lag", "Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.", []string{"topic"}, nil),
-			dependency:   prometheus.NewDesc("antidote_dependency_state", "1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).", []string{"dependency", "state"}, nil),
+			running:       prometheus.NewDesc("antidote_running", "1 while the consumer runs.", nil, nil),
+			ready:         prometheus.NewDesc("antidote_ready", "1 while the consumer is ready: running, with partitions, not halted.", nil, nil),
+			retryEnabled:  prometheus.NewDesc("antidote_retry_enabled", "The retry kill switch: 1 while retrying is on.", nil, nil),
+			brokers:       prometheus.NewDesc("antidote_brokers_reachable", "1 while the Kafka cluster answers.", nil, nil),
+			flood:         prometheus.NewDesc("antidote_flood_guard_tripped", "1 while the flood guard holds the consumer (too many records would be dead-lettered), else 0.", nil, nil),
+			floodTrips:    prometheus.NewDesc("antidote_flood_guard_trips_total", "Times the flood guard tripped.", nil, nil),
+			transactions:  prometheus.NewDesc("antidote_transactions_total", "Transactions of the exactly-once mode, by result (committed, aborted).", []string{"result"}, nil),
+			bufRecords:    prometheus.NewDesc("antidote_buffered_records", "Records held by the assigned partitions (fetched, not yet settled).", nil, nil),
+			bufBytes:      prometheus.NewDesc("antidote_buffered_bytes", "Bytes held by the assigned partitions.", nil, nil),
+			stuck:         prometheus.NewDesc("antidote_partition_stuck", "1 while an assigned partition cannot move past a record (retrying it, or waiting for its dead letter), else 0.", tp, nil),
+			stuckSeconds:  prometheus.NewDesc("antidote_partition_stuck_seconds", "How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.", append(tp, "reason"), nil),
+			paused:        prometheus.NewDesc("antidote_partition_paused", "1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator, retry-due, retry-parked-full); present only while paused.", append(tp, "reason"), nil),
+			lag:           prometheus.NewDesc("antidote_partition_lag", "Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.", tp, nil),
+			healthyLag:    prometheus.NewDesc("antidote_healthy_lag", "Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.", []string{"topic"}, nil),
+			shareLimit:    prometheus.NewDesc("antidote_share_delivery_limit", "The delivery limit of a share-group member's group, as in use (read from the cluster, or Share.DeliveryLimit); absent for a consumer group.", []string{"group"}, nil),
+			shareHeld:     prometheus.NewDesc("antidote_share_held_records", "Records of a share-group member's poll that have no ACCEPT or RELEASE yet; absent for a consumer group.", []string{"group"}, nil),
+			shareProblems: prometheus.NewDesc("antidote_share_setup_problems", "Problems found in a share group's setup when the member started (a broker dead-letter topic that loses records, renewal turned off; see Stats.ShareGroup.Problems): alert above 0. Absent for a consumer group.", []string{"group"}, nil),
+			dependency:    prometheus.NewDesc("antidote_dependency_state", "1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).", []string{"dependency", "state"}, nil),
 		},
 	}
 	if err := reg.Register(m); err != nil {
@@ -149,6 +169,17 @@ func (m *Metrics) DeadLetterWritten(e consumer.WriteEvent) {
 	m.dlqLatency.WithLabelValues(e.Topic, r).Observe(e.Latency.Seconds())
 }
 
+// RecordAcquired observes the delivery count of a record a share-group
+// member acquired.
+func (m *Metrics) RecordAcquired(e consumer.AcquiredEvent) {
+	m.deliveries.WithLabelValues(e.Topic).Observe(float64(e.DeliveryCount))
+}
+
+// RecordAcknowledged counts an acknowledgement of a share-group member.
+func (m *Metrics) RecordAcknowledged(e consumer.AckEvent) {
+	m.shareAcks.WithLabelValues(e.Topic, string(e.Ack)).Inc()
+}
+
 func result(err error) string {
 	if err != nil {
 		return ResultError
@@ -163,9 +194,12 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.handler.Describe(ch)
 	m.dlqWrites.Describe(ch)
 	m.dlqLatency.Describe(ch)
+	m.shareAcks.Describe(ch)
+	m.deliveries.Describe(ch)
 	g := m.gauges
 	for _, d := range []*prometheus.Desc{m.consumedDesc, g.running, g.ready, g.retryEnabled, g.brokers,
-		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.healthyLag, g.dependency, g.flood, g.floodTrips, g.transactions} {
+		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.healthyLag, g.dependency, g.flood, g.floodTrips, g.transactions,
+		g.shareLimit, g.shareHeld, g.shareProblems} {
 		ch <- d
 	}
 }
@@ -178,6 +212,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.handler.Collect(ch)
 	m.dlqWrites.Collect(ch)
 	m.dlqLatency.Collect(ch)
+	m.shareAcks.Collect(ch)
+	m.deliveries.Collect(ch)
 	src := m.source.Load()
 	if src == nil {
 		return
@@ -238,6 +274,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, state := range s.Dependencies {
 		gauge(g.dependency, 1, name, state)
+	}
+	if sg := s.ShareGroup; sg != nil {
+		gauge(g.shareLimit, float64(sg.DeliveryLimit), sg.Group)
+		gauge(g.shareHeld, float64(sg.Held), sg.Group)
+		gauge(g.shareProblems, float64(len(sg.Problems)), sg.Group)
 	}
 }
 

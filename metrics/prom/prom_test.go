@@ -58,7 +58,7 @@ func TestExposition(t *testing.T) {
 		TransactionsCommitted: 12, TransactionsAborted: 1,
 	})
 	want := `
-# HELP antidote_records_total Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded). Stage and class are empty for processed records.
+# HELP antidote_records_total Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded, released). Stage and class are empty for processed records.
 # TYPE antidote_records_total counter
 antidote_records_total{class="",outcome="processed",stage="",topic="orders"} 2
 antidote_records_total{class="permanent",outcome="dead-lettered",stage="deserialize-value",topic="orders"} 1
@@ -192,5 +192,64 @@ antidote_healthy_lag{topic="refunds"} 0
 	// The per-partition lag still shows every partition, stuck and tier ones included.
 	if n, err := testutil.GatherAndCount(reg, "antidote_partition_lag"); err != nil || n != 8 {
 		t.Fatalf("antidote_partition_lag: %d series (%v); want 8", n, err)
+	}
+}
+
+// TestShareExposition: a share-group member's acknowledgements, delivery
+// counts and group state.
+func TestShareExposition(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := consumer.PartitionEvent{Topic: "jobs", Partition: 0}
+	for _, n := range []int32{1, 1, 1, 2, 5} {
+		m.RecordAcquired(consumer.AcquiredEvent{PartitionEvent: pe, DeliveryCount: n})
+	}
+	for _, a := range []consumer.Ack{consumer.AckAccept, consumer.AckAccept, consumer.AckRelease, consumer.AckRenew, consumer.AckRenew, consumer.AckRenew} {
+		m.RecordAcknowledged(consumer.AckEvent{PartitionEvent: pe, Ack: a})
+	}
+	m.RecordSettled(consumer.SettledEvent{PartitionEvent: pe, Outcome: consumer.OutcomeReleased, Stage: "process", Class: failure.ClassTransient})
+	m.Watch(fixedStats{Running: true, Ready: true, ShareGroup: &consumer.ShareGroupState{Group: "workers", DeliveryLimit: 5, Held: 3,
+		Problems: []string{"the broker's dead-letter topic dlq.x does not exist"}}})
+	want := `
+# HELP antidote_share_acknowledgements_total Acknowledgements a share-group member sent, by topic and ack (accept: processed, dead-lettered or skipped; release: for another delivery; renew: a lock extended while a record is retried in place).
+# TYPE antidote_share_acknowledgements_total counter
+antidote_share_acknowledgements_total{ack="accept",topic="jobs"} 2
+antidote_share_acknowledgements_total{ack="release",topic="jobs"} 1
+antidote_share_acknowledgements_total{ack="renew",topic="jobs"} 3
+# HELP antidote_share_delivery_count Delivery counts of the records a share-group member acquired, by topic: 1 for a first delivery; more for a record released, or held by a member that stopped or lost its lock.
+# TYPE antidote_share_delivery_count histogram
+antidote_share_delivery_count_bucket{topic="jobs",le="1"} 3
+antidote_share_delivery_count_bucket{topic="jobs",le="2"} 4
+antidote_share_delivery_count_bucket{topic="jobs",le="3"} 4
+antidote_share_delivery_count_bucket{topic="jobs",le="4"} 4
+antidote_share_delivery_count_bucket{topic="jobs",le="5"} 5
+antidote_share_delivery_count_bucket{topic="jobs",le="6"} 5
+antidote_share_delivery_count_bucket{topic="jobs",le="8"} 5
+antidote_share_delivery_count_bucket{topic="jobs",le="10"} 5
+antidote_share_delivery_count_bucket{topic="jobs",le="+Inf"} 5
+antidote_share_delivery_count_sum{topic="jobs"} 10
+antidote_share_delivery_count_count{topic="jobs"} 5
+# HELP antidote_share_delivery_limit The delivery limit of a share-group member's group, as in use (read from the cluster, or Share.DeliveryLimit); absent for a consumer group.
+# TYPE antidote_share_delivery_limit gauge
+antidote_share_delivery_limit{group="workers"} 5
+# HELP antidote_share_held_records Records of a share-group member's poll that have no ACCEPT or RELEASE yet; absent for a consumer group.
+# TYPE antidote_share_held_records gauge
+antidote_share_held_records{group="workers"} 3
+# HELP antidote_share_setup_problems Problems found in a share group's setup when the member started (a broker dead-letter topic that loses records, renewal turned off; see Stats.ShareGroup.Problems): alert above 0. Absent for a consumer group.
+# TYPE antidote_share_setup_problems gauge
+antidote_share_setup_problems{group="workers"} 1
+# HELP antidote_records_total Records settled, by topic, failure stage, failure class and outcome (processed, dead-lettered, skipped, halted, forwarded, released). Stage and class are empty for processed records.
+# TYPE antidote_records_total counter
+antidote_records_total{class="transient",outcome="released",stage="process",topic="jobs"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "antidote_share_acknowledgements_total", "antidote_share_delivery_count",
+		"antidote_share_delivery_limit", "antidote_share_held_records", "antidote_share_setup_problems", "antidote_records_total"); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
 	}
 }

@@ -332,6 +332,7 @@ type ctlStats struct {
 	}
 	Dependencies map[string]string
 	Flood        *consumer.Flood
+	ShareGroup   *consumer.ShareGroupState
 }
 
 func (c *ctlClient) status(ctx context.Context, w io.Writer, asJSON bool) error {
@@ -407,6 +408,10 @@ func printCtlStatus(w io.Writer, name string, s ctlStats, now time.Time) {
 		slices.Sort(deps)
 		fmt.Fprintf(w, "  dependencies: %s\n", strings.Join(deps, ", "))
 	}
+	if sg := s.ShareGroup; sg != nil {
+		printShareStatus(w, sg, s, now)
+		return
+	}
 	if len(s.Partitions) == 0 {
 		fmt.Fprintln(w, "  no partitions assigned")
 		return
@@ -429,6 +434,31 @@ func printCtlStatus(w io.Writer, name string, s ctlStats, now time.Time) {
 	for _, p := range s.Partitions {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", terminalSafe(p.Topic), p.Partition, terminalSafe(p.State), cli.Dash(terminalSafe(p.Paused)),
 			known(p.Lag), known(p.Committed), known(p.HighWatermark), p.BufferedRecords, cli.Dash(terminalSafe(stuck[stuckKey{p.Topic, p.Partition}])))
+	}
+	_ = tw.Flush()
+}
+
+// printShareStatus writes what a share-group member knows of its group,
+// and the records it retries in place: it owns no partition.
+func printShareStatus(w io.Writer, sg *consumer.ShareGroupState, s ctlStats, now time.Time) {
+	fmt.Fprintf(w, "  share group %s: delivery limit %d; acquired %d (%d delivered before), accepted %d, released %d, renewed %d, held now %d\n",
+		terminalSafe(sg.Group), sg.DeliveryLimit, sg.Acquired, sg.Redelivered, sg.Accepted, sg.Released, sg.Renewed, sg.Held)
+	for _, p := range sg.Problems {
+		fmt.Fprintf(w, "  SHARE GROUP SETUP: %s\n", terminalSafe(p))
+	}
+	if len(s.Stuck) == 0 {
+		fmt.Fprintln(w, "  no record retried in place")
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tOFFSET\tRETRYING")
+	for _, st := range s.Stuck {
+		line := fmt.Sprintf("for %s, %d attempt(s)", cli.Age(now, st.Since), st.Attempts)
+		if st.LastError != "" {
+			line += ": " + cli.Clip(st.LastError, 120)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", terminalSafe(st.Topic), st.Partition, st.Offset, terminalSafe(line))
 	}
 	_ = tw.Flush()
 }

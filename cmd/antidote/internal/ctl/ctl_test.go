@@ -274,6 +274,33 @@ func TestStatusFlood(t *testing.T) {
 	}
 }
 
+// TestStatusShareGroup: a share-group member's status shows its group, a
+// broken setup loudly, and the records it retries in place, not "no
+// partitions assigned".
+func TestStatusShareGroup(t *testing.T) {
+	var s ctlStats
+	if err := json.Unmarshal([]byte(`{"Ready": true, "Running": true, "RetryEnabled": true,
+		"Brokers": {"Reachable": true},
+		"Stuck": [{"Topic": "jobs", "Partition": 1, "Offset": 7, "Reason": "retrying", "Attempts": 3, "Since": "2026-01-01T00:04:00Z", "LastError": "database down"}],
+		"ShareGroup": {"Group": "workers", "DeliveryLimit": 5, "Acquired": 120, "Redelivered": 4, "Accepted": 110, "Released": 4, "Renewed": 9, "Held": 6,
+			"Problems": ["the broker's dead-letter topic dlq.workers (errors.deadletterqueue.topic.name) does not exist"]}}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printCtlStatus(&b, "jobs", s, time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC))
+	out := b.String()
+	for _, want := range []string{"consumer jobs: READY,",
+		"share group workers: delivery limit 5; acquired 120 (4 delivered before), accepted 110, released 4, renewed 9, held now 6",
+		"SHARE GROUP SETUP: the broker's dead-letter topic dlq.workers", "jobs   1          7       for 1m, 3 attempt(s): database down"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "no partitions assigned") {
+		t.Errorf("status says no partitions assigned:\n%s", out)
+	}
+}
+
 // TestIntegrationCtlDeadLetter: ctl deadletter sends the record a partition
 // is stuck on to its dead-letter topic, refuses an offset it is not stuck
 // on, and the partition moves on.

@@ -46,6 +46,8 @@ type demoOptions struct {
 	admin      string // --admin HOST:PORT
 	// retryTopics: the retry-topics demo (--retry-topics).
 	retryTopics bool
+	// share: the share-group demo (--share, share.go).
+	share bool
 }
 
 const (
@@ -95,6 +97,16 @@ The later events of its order are parked behind it; the other orders flow on.
 The handler checks that no event of an order is processed before an earlier
 one, and the summary says how many were ("per-key order").
 
+With --share, the records are jobs for a share group (KIP-932, "queues for
+Kafka", Kafka 4.2+): six workers share a topic of two partitions, each job
+acquired by one worker at a time and acknowledged on its own. Garbage and
+invalid jobs are dead-lettered at once; flaky jobs fail on their first
+delivery, are released, and are done by a later delivery, often another
+worker's; jobs that never succeed are released until the group's delivery
+limit, then dead-lettered with their delivery count. Midway a worker leaves
+and the jobs it holds go back to the group. The in-process cluster serves
+share groups; on your cluster it needs Kafka 4.2 or later.
+
 With --brokers (or ANTIDOTE_BROKERS), the same demo runs on your cluster, with
 topics named orders-<random> and orders-<random>.dlq (and with --retry-topics
 its tiers), which it leaves there.`,
@@ -103,6 +115,7 @@ its tiers), which it leaves there.`,
   antidote demo -o json
   antidote demo --format avro   # Avro, with a schema registry that goes down
   antidote demo --retry-topics  # delay tiers that keep each order's events in order
+  antidote demo --share         # a share group: more workers than partitions
   antidote demo --brokers localhost:9092
   antidote demo --admin 127.0.0.1:9180 --keep   # admin API and /metrics; see antidote ctl --help`,
 		Args: cobra.NoArgs,
@@ -126,6 +139,14 @@ its tiers), which it leaves there.`,
 			}
 			if err := checkAdminAddr(o.admin); err != nil {
 				return err
+			}
+			if o.share {
+				for _, f := range []string{"format", "retry-topics", "outage", "keep", "admin"} {
+					if cmd.Flags().Changed(f) {
+						return cli.Usagef("--%s does not apply with --share: the share-group demo has its own story", f)
+					}
+				}
+				return runShareDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cli.ReadGlobals(cmd), o)
 			}
 			if o.retryTopics {
 				if o.format != formatJSON {
@@ -153,6 +174,7 @@ its tiers), which it leaves there.`,
 	f.Uint64Var(&o.seed, "seed", 42, "seed of the poison-pill mix")
 	f.IntVar(&o.port, "port", 0, "port of the in-process cluster (0: any free port)")
 	f.BoolVar(&o.retryTopics, "retry-topics", false, "orders' events, a payment provider flaky for some orders, and delay tiers that keep each order's events in order")
+	f.BoolVar(&o.share, "share", false, "jobs for a share group (Kafka 4.2+ queues) with more workers than partitions: releases, the delivery limit, a worker that leaves")
 	f.StringVar(&o.admin, "admin", "", "serve the admin API and /metrics on this loopback HOST:PORT during the demo (and after it with --keep)")
 	f.DurationVar(&o.drain, "drain-timeout", time.Minute, "how long to wait for the consumer to settle every record")
 	for _, hidden := range []string{"produce-for", "seed", "port", "drain-timeout"} {

@@ -1,5 +1,6 @@
-// Package group is `antidote group`: the consumer groups of a cluster, any
-// client's, and the rescue of one stuck on a poison pill.
+// Package group is `antidote group`: the groups of a cluster, any client's
+// (consumer and share groups): describe one, and rescue a consumer group
+// stuck on a poison pill.
 package group
 
 import (
@@ -12,17 +13,20 @@ import (
 func NewCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",
-		Short: "Consumer groups of any client: rescue one stuck on a record",
+		Short: "Groups of any client: describe one, rescue one stuck on a record",
 		Long: `Work on the consumer groups of a cluster, whatever client their members run
 (Java, Spring, Python, Go, Antidote).
 
+  describe show a group (consumer or share): members, assignment, offsets, lag;
+           for a share group its delivery limit and the broker's
+           dead-letter setup, checked
   rescue   take the record a group is stuck on out of its way: copy it into a
            dead-letter topic, then commit the offset after it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cli.Usagef("group: name a command: rescue")
+			return cli.Usagef("group: name a command: describe or rescue")
 		},
 	}
-	cmd.AddCommand(newRescueCmd())
+	cmd.AddCommand(newDescribeCmd(), newRescueCmd())
 	return cmd
 }

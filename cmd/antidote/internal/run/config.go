@@ -93,6 +93,8 @@ type runPipeline struct {
 	TopicRefresh   time.Duration   `yaml:"topic-refresh"`
 	Group          string          `yaml:"group"`
 	GroupProtocol  string          `yaml:"group-protocol"`
+	GroupType      string          `yaml:"group-type"` // consumer (default) or share
+	Share          *runShare       `yaml:"share"`
 	Value          runCodec        `yaml:"value"`
 	Key            *runCodec       `yaml:"key"` // decode the key too; without it the key goes as it is
 	Sink           runSink         `yaml:"sink"`
@@ -104,6 +106,13 @@ type runPipeline struct {
 	Attempts       *runAttempts    `yaml:"durable-attempts"`
 	RetryTopics    *runRetryTopics `yaml:"retry-topics"`
 	Concurrency    *runConcurrency `yaml:"concurrency"`
+}
+
+// runShare configures a share-group member (consumer.Share).
+type runShare struct {
+	DeliveryLimit int  `yaml:"delivery-limit"`
+	FromEarliest  bool `yaml:"from-earliest"`
+	MaxRecords    int  `yaml:"max-records"`
 }
 
 // runRetryTopics are the delay tiers of the policy slots whose then is
@@ -255,6 +264,7 @@ type pipelinePlan struct {
 	buffer    consumer.BufferLimits
 	attempts  consumer.DurableAttempts
 	protocol  consumer.GroupProtocol
+	share     *consumer.Share // a share group's member, nil for a consumer group
 	retry     consumer.RetryTopics
 	conc      consumer.Concurrency
 	eos       consumer.ExactlyOnce      // the kafka sink's exactly-once
@@ -474,6 +484,9 @@ func (p *runPlan) validatePipeline(i int) (*pipelinePlan, error) {
 		return nil, err
 	}
 	if err := p.validateSink(pp); err != nil {
+		return nil, err
+	}
+	if err := p.validateShare(pp); err != nil {
 		return nil, err
 	}
 	var err error
@@ -1023,5 +1036,54 @@ func (p *runPlan) validateRetryTopics(pp *pipelinePlan) error {
 	default:
 		return d.choice(at+".then", rt.Then, "dead-letter", "skip", "halt")
 	}
+	return nil
+}
+
+// validateShare checks group-type and, for a share group (KIP-932), what
+// cannot apply to one.
+func (p *runPlan) validateShare(pp *pipelinePlan) error {
+	d, c := p.doc, pp.cfg
+	at := func(k string) string { return pp.path + "." + k }
+	switch c.GroupType {
+	case "", "consumer":
+		if c.Share != nil {
+			return d.errAt(at("share"), "the settings of a share group's member: set group-type: share, or remove share")
+		}
+		return nil
+	case "share":
+	default:
+		return d.choice(at("group-type"), c.GroupType, "consumer", "share")
+	}
+	not := func(k, why string) error {
+		return d.errAt(at(k), "not with group-type: share: %s", why)
+	}
+	switch s := &c.Sink; {
+	case c.GroupProtocol != "":
+		return not("group-protocol", "it picks the protocol of a consumer group; a share group has its own")
+	case s.OpenSearch != nil || s.Elasticsearch != nil:
+		k := s.setKeys()[0]
+		return not("sink."+k, "the "+k+" sink writes a partition's records in batches, and a share-group member handles records one by one as it acquires them (the consumer refuses a BatchHandler); use group-type: consumer, or an http or kafka sink")
+	case c.RetryTopics != nil:
+		return not("retry-topics", "the group delivers a released record again itself, to any member, up to its delivery limit (share.delivery-limit)")
+	case c.Attempts != nil && c.Attempts.Topic != "":
+		return not("durable-attempts.topic", "the broker counts each record's deliveries")
+	case c.FloodGuard != nil:
+		return not("flood-guard", "a share-group member owns no partition to hold")
+	case c.CommitInterval != 0:
+		return not("commit-interval", "a share group's records are acknowledged one by one, not committed")
+	case c.Buffer != runBuffer{}:
+		return not("buffer", "a member holds one poll at a time: bound it with share.max-records")
+	}
+	sh := consumer.Share{}
+	if s := c.Share; s != nil {
+		switch {
+		case s.DeliveryLimit == 1 || s.DeliveryLimit < 0:
+			return d.errAt(at("share.delivery-limit"), "%d: Kafka's lowest is 2 (leave it out to read the group's from the cluster)", s.DeliveryLimit)
+		case s.MaxRecords < 0:
+			return d.errAt(at("share.max-records"), "negative")
+		}
+		sh = consumer.Share{DeliveryLimit: s.DeliveryLimit, FromEarliest: s.FromEarliest, MaxRecords: s.MaxRecords}
+	}
+	pp.share = &sh
 	return nil
 }

@@ -207,7 +207,17 @@ func (pp *pipelinePlan) describe() []string {
 	add := func(k, format string, args ...any) {
 		lines = append(lines, fmt.Sprintf("  %-11s %s", k, fmt.Sprintf(format, args...)))
 	}
-	if c.TopicPattern != "" {
+	if sh := pp.share; sh != nil {
+		limit := "read from the cluster"
+		if sh.DeliveryLimit > 0 {
+			limit = fmt.Sprint(sh.DeliveryLimit)
+		}
+		from := "new records"
+		if sh.FromEarliest {
+			from = "from the earliest"
+		}
+		add("source", "topics %s, share group %s (delivery limit %s; %s; at most %d records a poll)", strings.Join(c.Topics, ", "), c.Group, limit, from, cmp.Or(sh.MaxRecords, 500))
+	} else if c.TopicPattern != "" {
 		add("source", "topics matching %s, listed every %v (not their dead-letter topics), group %s (%s protocol)",
 			c.TopicPattern, cmpDur(c.TopicRefresh, 30*time.Second), c.Group, pp.protocol)
 	} else {

@@ -472,7 +472,9 @@ func (pp *pipelinePlan) build(rt *runtime, rc *runConn, log *slog.Logger) (*cons
 		br := rt.registry.Breaker()
 		cfg.Dependencies = map[string]func() string{"schema-registry": func() string { return br.State().String() }}
 	}
-	if bs, ok := s.(batchSink); ok {
+	if pp.share != nil {
+		cfg.Group, cfg.ShareGroup, cfg.Share = "", pp.cfg.Group, *pp.share
+	} else if bs, ok := s.(batchSink); ok {
 		cfg.Handler, cfg.BatchHandler, cfg.Batching = nil, bs.handleBatch, bs.batching()
 	}
 	c, err := consumer.New(cfg)
