@@ -1063,6 +1063,14 @@ func (p *runPlan) validateShare(pp *pipelinePlan) error {
 	case s.OpenSearch != nil || s.Elasticsearch != nil:
 		k := s.setKeys()[0]
 		return not("sink."+k, "the "+k+" sink writes a partition's records in batches, and a share-group member handles records one by one as it acquires them (the consumer refuses a BatchHandler); use group-type: consumer, or an http or kafka sink")
+	case s.HTTP != nil && s.HTTP.Batch != nil:
+		return not("sink.http.batch", "batches are a partition's records, and a share-group member handles records one by one as it acquires them (the consumer refuses a BatchHandler); leave batch out")
+	case s.GRPC != nil && s.GRPC.Batch != nil:
+		return not("sink.grpc.batch", "batches are a partition's records, and a share-group member handles records one by one as it acquires them (the consumer refuses a BatchHandler); leave batch out")
+	case s.Kafka != nil && s.Kafka.ExactlyOnce != nil:
+		return not("sink.kafka.exactly-once", "a share group's acknowledgements are not part of Kafka transactions")
+	case c.TopicPattern != "":
+		return not("topic-pattern", "name the share group's topics in topics")
 	case c.RetryTopics != nil:
 		return not("retry-topics", "the group delivers a released record again itself, to any member, up to its delivery limit (share.delivery-limit)")
 	case c.Attempts != nil && c.Attempts.Topic != "":

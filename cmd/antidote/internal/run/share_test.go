@@ -57,6 +57,8 @@ func TestRunConfigShare(t *testing.T) {
 	}{
 		{"batch sink", search, "f.yaml:12: pipelines[0].sink.opensearch: not with group-type: share: the opensearch sink writes a partition's records in batches"},
 		{"elasticsearch", strings.Replace(search, "opensearch:", "elasticsearch:", 1), "pipelines[0].sink.elasticsearch: not with group-type: share"},
+		{"http batch", shareYAML + "        batch: {size: 10}\n", "pipelines[0].sink.http.batch: not with group-type: share"},
+		{"topic pattern", strings.Replace(shareYAML, "    topics: [jobs]\n", "    topic-pattern: jobs.*\n", 1), "pipelines[0].topic-pattern: not with group-type: share"},
 		{"type typo", strings.Replace(shareYAML, "group-type: share", "group-type: shared", 1), `f.yaml:7: pipelines[0].group-type: "shared" is not one of consumer, share (did you mean share?)`},
 		{"share without type", strings.Replace(shareYAML, "    group-type: share\n", "", 1), "pipelines[0].share: the settings of a share group's member: set group-type: share"},
 		{"protocol", shareYAML + "    group-protocol: consumer\n", "pipelines[0].group-protocol: not with group-type: share"},
