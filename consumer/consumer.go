@@ -27,6 +27,7 @@ type Consumer[K, V any] struct {
 	cfg        Config[K, V]
 	policy     resolved
 	classifier failure.Classifier
+	held       heldIDs     // the topic ids the client fetched (fetcherr.go)
 	pattern    *topicWatch // TopicPattern's subscriptions; nil without one
 	log        *slog.Logger
 	cl         *kgo.Client
@@ -276,6 +277,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 		c.beginTxns(runCtx)
 	}
 	fetchErrs := newFetchErrs(c.log, c.cl)
+	go c.watchTopicIDs(runCtx)
 	for {
 		// Wait while the flowing partitions hold the total: the client
 		// keeps what it fetched meanwhile, nothing is dropped.
@@ -301,6 +303,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 				}
 				fetchErrs.seen(t, p, err)
 			})
+			c.held.saw(fs)
 			fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 				if len(ftp.Records) == 0 {
 					return

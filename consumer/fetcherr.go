@@ -1,10 +1,13 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -77,4 +80,80 @@ func (f *fetchErrs) forget() {
 		f.cl.AddConsumeTopics(t)
 	}
 	f.stale = f.stale[:0]
+}
+
+// heldIDs are the topic ids of the records the client fetched: the ids it
+// holds. The poll goroutine writes them; watchTopicIDs reads them.
+type heldIDs struct {
+	mu  sync.Mutex
+	ids map[string][16]byte
+}
+
+// saw records the ids of a poll's topics.
+func (h *heldIDs) saw(fs kgo.Fetches) {
+	fs.EachTopic(func(ft kgo.FetchTopic) {
+		if ft.TopicID == ([16]byte{}) {
+			return // a broker before Kafka 3.1
+		}
+		h.mu.Lock()
+		if h.ids == nil {
+			h.ids = map[string][16]byte{}
+		}
+		h.ids[ft.Topic] = ft.TopicID
+		h.mu.Unlock()
+	})
+}
+
+// changed reports whether the client holds an id of topic other than id,
+// and forgets it if so: the client is to consume the topic afresh.
+func (h *heldIDs) changed(topic string, id [16]byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held, ok := h.ids[topic]
+	if !ok || held == id {
+		return false
+	}
+	delete(h.ids, topic)
+	return true
+}
+
+// watchTopicIDs makes the client consume afresh a source topic deleted and
+// created again, within about forgetEvery of its new id showing in the
+// metadata: it compares the metadata's id with the one of the records the
+// client fetched. The fetch errors that tell the poll loop (fetchErrs)
+// come only after franz-go's backoff, 13 s after the new record here on a
+// quiet machine and more than a minute on a busy one. It checks the source
+// topics only: the retry tiers and dead-letter topics are the writer's
+// (dlqWriter.recreated).
+func (c *Consumer[K, V]) watchTopicIDs(ctx context.Context) {
+	adm := kadm.NewClient(c.cl)
+	t := time.NewTicker(forgetEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		topics := c.sourceTopics()
+		if len(topics) == 0 {
+			continue
+		}
+		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		md, err := adm.Metadata(mctx, topics...)
+		cancel()
+		if err != nil {
+			continue // checked again at the next tick
+		}
+		for _, td := range md.Topics {
+			if td.Err != nil || td.ID == (kadm.TopicID{}) {
+				continue // gone for now: its id is compared once it is back
+			}
+			if c.held.changed(td.Topic, td.ID) {
+				c.log.Warn("topic was deleted and created again: the client consumes it afresh", "topic", td.Topic)
+				c.cl.PurgeTopicsFromClient(td.Topic)
+				c.cl.AddConsumeTopics(td.Topic)
+			}
+		}
+	}
 }

@@ -234,6 +234,7 @@ func TestIntegrationSourceTopicCreatedAgain(t *testing.T) {
 	}
 	prod = manualProducer(t, c)
 	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte("after")})
+	made := time.Now()
 	kafkatest.WaitFor(t, 60*time.Second, "the record of the topic made again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -245,4 +246,5 @@ func TestIntegrationSourceTopicCreatedAgain(t *testing.T) {
 	if processed[1] != "after" {
 		t.Fatalf("processed %q; want before, then after", processed)
 	}
+	t.Logf("the record of the topic made again processed %v after it was written", time.Since(made).Round(time.Millisecond))
 }
