@@ -48,6 +48,24 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
 TIMEOUT="${TEST_TIMEOUT:-25m}"
 
+# The test servers listen on fixed ports of 39000-39999 (Kafka, the cluster,
+# the registry, OpenSearch, Dex, the collector), inside Linux's range of
+# ephemeral ports: an outgoing connection could take one a moment before
+# its server started ("address already in use", seen in CI for Dex). Where
+# it may (as root), the script reserves the range, so that the kernel hands
+# these ports to no connection and no bind to port 0; it only adds to what
+# is reserved already.
+reserved=/proc/sys/net/ipv4/ip_local_reserved_ports
+if [ -w "$reserved" ]; then
+  cur="$(cat "$reserved")"
+  case ",$cur," in
+    *,39000-39999,*) ;;
+    *) echo "${cur:+$cur,}39000-39999" >"$reserved" && echo "test.sh: ports 39000-39999 reserved from the ephemeral range ($reserved)" ;;
+  esac
+else
+  echo "test.sh: WARNING: cannot reserve ports 39000-39999 ($reserved is not writable): a test server may find its port taken"
+fi
+
 step "tools"
 if ! command -v kcat >/dev/null 2>&1 && ! command -v kafkacat >/dev/null 2>&1; then
   echo "kcat missing: installing the Debian package"
