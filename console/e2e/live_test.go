@@ -24,7 +24,7 @@ type movingConsumer struct {
 
 func (m *movingConsumer) Stats() consumer.Stats {
 	n := uint64(time.Since(m.start) / (100 * time.Millisecond))
-	return consumer.Stats{Running: true, Ready: true, Consumed: n, Processed: n, DeadLettered: n / 10,
+	return consumer.Stats{Running: true, Ready: true, Brokers: consumer.BrokerState{Reachable: true}, Consumed: n, Processed: n, DeadLettered: n / 10,
 		Partitions: []consumer.Partition{{Topic: "orders", Partition: 0, State: consumer.PartitionFlowing, Lag: int64(1000 - min(n, 1000)), Committed: int64(n)}}}
 }
 
