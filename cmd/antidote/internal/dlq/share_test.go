@@ -45,6 +45,18 @@ func TestIntegrationShareBrokerLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), dlq) })
+	// The broker writes its letters itself, and one it cannot write is
+	// archived without a letter ("Failed to write to DLQ, proceeding to
+	// ARCHIVED regardless"): the topic must have its leader before the
+	// first REJECT, which a busy broker takes a moment to elect.
+	kafkatest.WaitFor(t, 60*time.Second, "the broker's dead-letter topic led", func() bool {
+		td, err := adm.ListTopics(ctx, dlq)
+		if err != nil || td[dlq].Err != nil || len(td[dlq].Partitions) != 1 {
+			return false
+		}
+		p := td[dlq].Partitions[0]
+		return p.Err == nil && p.Leader >= 0
+	})
 	for k, v := range map[string]string{
 		"errors.deadletterqueue.topic.name":         dlq,
 		"errors.deadletterqueue.copy.record.enable": "true",
@@ -133,9 +145,11 @@ func TestIntegrationShareBrokerLetters(t *testing.T) {
 
 	brokers := strings.Join(c.Brokers(), ",")
 	var ls []dlqLetterJSON
-	kafkatest.WaitFor(t, 30*time.Second, "three letters", func() bool {
+	waited := time.Now()
+	kafkatest.WaitFor(t, 60*time.Second, "three letters", func() bool {
 		code, out, _ := runCmd(t, "dlq", "ls", "--topic", dlq, "-o", "json", "--brokers", brokers)
 		ls, err = jsonLines[dlqLetterJSON](out)
+		t.Logf("after %v: %d letters (exit %d, %v)", time.Since(waited).Round(time.Millisecond), len(ls), code, err)
 		return code == 0 && err == nil && len(ls) == 3
 	})
 	byValue := map[int64]dlqLetterJSON{}
