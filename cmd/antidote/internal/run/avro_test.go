@@ -129,6 +129,7 @@ pipelines:
 		mu.Unlock()
 		return k >= len(want) && countTopic(t, adm, topic+".dlq") >= int64(poison)
 	}, logs.String)
+	waitCommittedAtEnd(t, c, group, logs.String, topic)
 	if code, out := stop(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
@@ -155,5 +156,4 @@ pipelines:
 	if len(letters) != poison {
 		t.Errorf("%d letters, want %d", len(letters), poison)
 	}
-	checkCommittedAtEnd(t, c, group, topic)
 }

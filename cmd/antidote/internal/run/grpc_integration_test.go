@@ -140,6 +140,9 @@ func TestIntegrationRunGRPCPython(t *testing.T) {
 		}
 		return len(s.Accepted) >= wantAccepted && dead >= int64(wantDead)
 	}, logs.String)
+	for _, p := range pipes {
+		waitCommittedAtEnd(t, c, p.group, logs.String, p.topic)
+	}
 	if code, out := stop(); code != 0 {
 		t.Fatalf("exit %d after the drain\n%s", code, out)
 	}
@@ -204,7 +207,6 @@ func TestIntegrationRunGRPCPython(t *testing.T) {
 			}
 		}
 		dead += len(seen)
-		checkCommittedAtEnd(t, c, p.group, p.topic)
 	}
 	if dead != wantDead {
 		t.Errorf("%d records dead-lettered, want %d", dead, wantDead)

@@ -103,6 +103,7 @@ pipelines:
 		s := getStats(t, base)
 		return len(s.Accepted) >= len(wantAccepted) && countTopic(t, adm, dlq) >= int64(len(wantDead))
 	}, logs.String)
+	waitCommittedAtEnd(t, c, group, logs.String, topic)
 	if code, out := stop(); code != 0 {
 		t.Fatalf("exit %d after the drain\n%s", code, out)
 	}
@@ -184,7 +185,6 @@ pipelines:
 	if len(s.Accepted)+len(seen) != n {
 		t.Fatalf("produced %d, accounted %d", n, len(s.Accepted)+len(seen))
 	}
-	checkCommittedAtEnd(t, c, group, topic)
 }
 
 // consecutive reports whether tries are n attempts in a row from 1 or 2.

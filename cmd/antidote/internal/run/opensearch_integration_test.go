@@ -84,10 +84,10 @@ pipelines:
 		clitest.WaitFor(t, 120*time.Second, "the documents and the letters", func() bool {
 			return docCount(t, base, index) >= len(good) && countTopic(t, adm, topic+".dlq") >= letters+int64(bad)
 		}, logs.String)
+		waitCommittedAtEnd(t, c, group, logs.String, topic)
 		if code, out := stop(); code != 0 {
 			t.Fatalf("exit %d\n%s", code, out)
 		}
-		checkCommittedAtEnd(t, c, group, topic)
 	}
 	check := func(round int) {
 		ids, total := docIDs(t, base, index)

@@ -100,6 +100,7 @@ pipelines:
 	clitest.WaitFor(t, 120*time.Second, "every record forwarded or dead-lettered", func() bool {
 		return countTopic(t, adm, out) >= int64(len(want)) && countTopic(t, adm, topic+".dlq") >= int64(poison)
 	}, logs.String)
+	waitCommittedAtEnd(t, c, group, logs.String, topic)
 	if code, o := stop(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, o)
 	}
@@ -130,5 +131,4 @@ pipelines:
 	if len(letters) != poison {
 		t.Errorf("%d letters, want %d", len(letters), poison)
 	}
-	checkCommittedAtEnd(t, c, group, topic)
 }

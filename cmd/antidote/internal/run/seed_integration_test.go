@@ -231,6 +231,7 @@ func TestIntegrationSearchSeedSystem(t *testing.T) {
 	}
 	t.Logf("OpenSearch back after 10s stopped: %d letters", lettersWritten())
 	waitAll("phase three indexed after OpenSearch came back")
+	waitCommittedAtEnd(t, c, group, logs.String, topics...)
 	if code, out := stop(); code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
@@ -273,7 +274,6 @@ func TestIntegrationSearchSeedSystem(t *testing.T) {
 	if len(seen) != len(letters) {
 		t.Errorf("%d letters, want %d (%d pills and %d refused documents)", len(seen), len(letters), len(pills.Kinds()), len(letters)-len(pills.Kinds()))
 	}
-	checkCommittedAtEnd(t, c, group, topics[0])
 	t.Logf("%d topics: %d documents, %d letters", len(topics), len(ids), len(seen))
 }
 
