@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,6 +154,54 @@ type accounts struct {
 	deleted   map[pos]string
 	badLetter []Violation
 	killSw    bool // an operator turned retrying off at some point
+	// retryOff are the spans in which a member's kill switch was on
+	// (retrying off), by member: from its "retry" event with on false to
+	// the next one with on true, or to the member's next start (a new
+	// process retries).
+	retryOff map[int][]span
+}
+
+// span is a time span in Unix nanoseconds.
+type span struct{ from, to int64 }
+
+// retryOffAt reports whether member m's kill switch was on at some moment
+// of [from, to].
+func (a *accounts) retryOffAt(m int, from, to int64) bool {
+	for _, s := range a.retryOff[m] {
+		if s.from <= to && from <= s.to {
+			return true
+		}
+	}
+	return false
+}
+
+// killSwitchSpans builds accounts.retryOff from the children's events.
+func killSwitchSpans(events []Event) map[int][]span {
+	byMember := map[int][]Event{}
+	for _, e := range events {
+		if e.Ev == "retry" || e.Ev == "start" {
+			byMember[e.Member] = append(byMember[e.Member], e)
+		}
+	}
+	out := map[int][]span{}
+	for m, es := range byMember {
+		slices.SortStableFunc(es, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
+		open := int64(-1)
+		for _, e := range es {
+			off := e.Ev == "retry" && e.On != nil && !*e.On
+			switch {
+			case off && open < 0:
+				open = e.T0
+			case !off && open >= 0:
+				out[m] = append(out[m], span{open, e.T0})
+				open = -1
+			}
+		}
+		if open >= 0 {
+			out[m] = append(out[m], span{open, math.MaxInt64})
+		}
+	}
+	return out
 }
 
 // With eos, a processed record counts as processed only through its
@@ -161,7 +210,8 @@ type accounts struct {
 // the tier went with the topic.
 func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}}
+		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{},
+		retryOff: killSwitchSpans(events)}
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
 		switch e.Ev {
@@ -591,6 +641,9 @@ func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
 			continue
 		}
 		pp := pos{prev.Partition, prev.Offset}
+		if a.givenUp(pp, firstOK(a.ok[pos{r.Partition, r.Offset}]).Member, bt) {
+			continue
+		}
 		if at, ok := minT1(a.ok[pp]); ok {
 			if bt < at {
 				vs = append(vs, Violation{"order", fmt.Sprintf("key %q partition %d: record %d began (%d) before record %d first succeeded (%d); calls of %d: %s; of %d: %s",
@@ -603,6 +656,26 @@ func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
 		}
 	}
 	return vs
+}
+
+// givenUp reports whether member m gave up on the record at pp before bt:
+// one of its calls failed while its kill switch was on (between the start of
+// that call and bt), so the consumer dead-lettered it at once, and the next
+// record of its key was free to run. A success of pp after that is the
+// record handled again after its letter was lost with the member (a kill
+// before Kafka acknowledged it, at-least-once), not a broken order.
+func (a *accounts) givenUp(pp pos, m int, bt int64) bool {
+	for _, e := range a.calls[pp] {
+		if e.Member == m && e.Res != "ok" && e.T1 <= bt && a.retryOffAt(m, e.T0, bt) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstOK is the call of es that began first.
+func firstOK(es []Event) Event {
+	return slices.MinFunc(es, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
 }
 
 func minT0(es []Event) (int64, bool) {
