@@ -225,7 +225,7 @@ func (u Unwritable) String() string {
 // letter not yet acknowledged). A record settled while an earlier dead letter
 // is in flight is no longer held, though its offset is committed only after
 // that letter is acknowledged; a partition waits for its oldest dead letter
-// once 256 are in flight. Each zero field takes its default.
+// once 1024 are in flight. Each zero field takes its default.
 //
 // Backpressure never throws fetched data away. Each poll takes all the
 // client has fetched (one fetch per broker; see kgo.FetchMaxBytes and
