@@ -230,7 +230,10 @@
 // (a rebalance). The consumer's own topics never match, though their names
 // may: the dead-letter topic of a listed topic and the durable-attempts
 // topic, so "orders.*" does not read orders.dlq back. A subscribed topic
-// stays subscribed, even deleted: created again, it is read again.
+// stays subscribed, even deleted: created again, it is read again. (On
+// brokers before Kafka 4.2, which commit offsets by topic name, a commit of
+// the deleted topic that lands after the new one exists is kept for the new
+// one: stop the consumers before deleting a topic there.)
 //
 // # Settling failures
 //
