@@ -159,6 +159,7 @@ type accounts struct {
 	// the next one with on true, or to the member's next start (a new
 	// process retries).
 	retryOff map[int][]span
+	starts   map[int][]int64 // when each member's processes started
 }
 
 // span is a time span in Unix nanoseconds.
@@ -211,7 +212,7 @@ func killSwitchSpans(events []Event) map[int][]span {
 func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
 		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{},
-		retryOff: killSwitchSpans(events)}
+		retryOff: killSwitchSpans(events), starts: map[int][]int64{}}
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
 		switch e.Ev {
@@ -238,6 +239,8 @@ func account(source string, letterRecs []*kgo.Record, events []Event, dels []del
 			if e.On != nil && !*e.On {
 				a.killSw = true
 			}
+		case "start":
+			a.starts[e.Member] = append(a.starts[e.Member], e.T0)
 		}
 	}
 	for _, r := range letterRecs {
@@ -659,14 +662,29 @@ func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
 }
 
 // givenUp reports whether member m gave up on the record at pp before bt:
-// one of its calls failed while its kill switch was on (between the start of
-// that call and bt), so the consumer dead-lettered it at once, and the next
-// record of its key was free to run. A success of pp after that is the
-// record handled again after its letter was lost with the member (a kill
-// before Kafka acknowledged it, at-least-once), not a broken order.
+// a call of it failed, and m's kill switch was on at some moment between
+// the end of that call and m's next call of it (or bt), the span in which
+// the consumer decides what follows a failure (at once, or in the retry
+// wait, which the kill switch ends), with no restart of m in between. The
+// consumer then dead-lettered it at once and the next record of its key was
+// free to run; a success of pp after that is the record handled again after
+// its letter was lost with the member (a kill before Kafka acknowledged it,
+// at-least-once), not a broken order.
 func (a *accounts) givenUp(pp pos, m int, bt int64) bool {
 	for _, e := range a.calls[pp] {
-		if e.Member == m && e.Res != "ok" && e.T1 <= bt && a.retryOffAt(m, e.T0, bt) {
+		if e.Member != m || (e.Res != "transient" && e.Res != "permanent") || e.T1 > bt {
+			continue
+		}
+		end := bt
+		for _, n := range a.calls[pp] {
+			if n.Member == m && n.T0 > e.T1 && n.T0 < end {
+				end = n.T0
+			}
+		}
+		if slices.ContainsFunc(a.starts[m], func(t int64) bool { return t > e.T1 && t <= bt }) {
+			continue // a new process: the decision after e was not the one that let bt run
+		}
+		if a.retryOffAt(m, e.T1, end) {
 			return true
 		}
 	}

@@ -232,8 +232,8 @@
 // topic, so "orders.*" does not read orders.dlq back. A subscribed topic
 // stays subscribed, even deleted: created again, it is read again. (On
 // brokers before Kafka 4.2, which commit offsets by topic name, a commit of
-// the deleted topic that lands after the new one exists is kept for the new
-// one: stop the consumers before deleting a topic there.)
+// the deleted topic's offsets that lands after the new one exists is kept
+// for the new one: stop the consumers before deleting a topic there.)
 //
 // # Settling failures
 //

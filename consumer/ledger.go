@@ -48,11 +48,12 @@ type ledger struct {
 const markBatch = 64
 
 // maxInflight bounds the dead letters in flight per partition. A partition
-// that dead-letters 10,000 records a second with acknowledgements taking
-// 30 ms at p99 (bench/ at 10% poison on a local broker) has about 300 in
-// flight: at 256 it waited for acknowledgements in most rounds (0.87× the
-// bare client against 1.0× at 1024). The records of the letters count
-// against BufferLimits as before, so memory stays bounded by it.
+// that dead-letters 10,000 records a second (bench/ at 10% poison) while
+// acknowledgements come tens of milliseconds late (the client's goroutines
+// waiting for a core, bench/README.md) has hundreds in flight at the peaks:
+// at 256 it waited for acknowledgements in most rounds (0.87× the bare
+// client against 1.0× at 1024). The records of the letters count against
+// BufferLimits, so memory stays bounded by it.
 const maxInflight = 1024
 
 // at is the position of a settled record: what marking it for commit needs.

@@ -87,7 +87,7 @@ pipelines:
 	drainOnly := config("drain.yaml", "1m") // only the drain commits in the first run
 	steady := config("steady.yaml", "200ms")
 
-	runOnce := func(file string, until func() bool) (int, string) {
+	runOnce := func(file, what string, until func() bool) (int, string) {
 		var stderr clitest.SyncBuffer
 		cmd := exec.Command(bin, "run", "-c", file)
 		cmd.Stderr = &stderr
@@ -97,7 +97,8 @@ pipelines:
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		clitest.WaitFor(t, 120*time.Second, "the service to receive records", until, stderr.String)
+		t.Cleanup(func() { _ = cmd.Process.Kill() }) // a failed wait must not leave it running
+		clitest.WaitFor(t, 120*time.Second, what, until, stderr.String)
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +111,7 @@ pipelines:
 		return cmd.ProcessState.ExitCode(), stderr.String()
 	}
 
-	code, logs := runOnce(drainOnly, func() bool { return accepts() >= 300 })
+	code, logs := runOnce(drainOnly, "the service to receive 300 records", func() bool { return accepts() >= 300 })
 	if code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0\n%s", code, logs)
 	}
@@ -160,7 +161,9 @@ pipelines:
 	// record whose answer is on its way, so the commits are awaited
 	// before SIGTERM, not checked after it.
 	cadm := kadm.NewClient(c.Client(t))
-	code, logs = runOnce(steady, func() bool { return accepts() >= n && len(uncommitted(t, cadm, group, topic)) == 0 })
+	code, logs = runOnce(steady, "every record answered and committed", func() bool {
+		return accepts() >= n && len(uncommitted(t, cadm, group, topic)) == 0
+	})
 	if code != 0 {
 		t.Fatalf("second run: exit %d\n%s", code, logs)
 	}
