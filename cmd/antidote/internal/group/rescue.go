@@ -173,6 +173,9 @@ func rescue(cmd *cobra.Command, f rescueFlags) error {
 	var out rescued
 	if f.txn {
 		out, err = writeTxn(ctx, g, f, letter, off+1)
+		if err == nil {
+			err = awaitCommitted(ctx, adm, max(g.Timeout, 10*time.Second), f, off+1)
+		}
 	} else {
 		out, err = writePlain(ctx, cl, adm, g.Timeout, f, letter, off+1)
 	}
@@ -231,6 +234,31 @@ func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string,
 		return o.At, nil
 	}
 	return -1, nil
+}
+
+// awaitCommitted waits until the group's offset of the partition reads next.
+// A transaction's offset commit is applied when the group coordinator gets
+// the transaction's commit marker, which Kafka writes after EndTxn has
+// answered: a consumer that joined at once could still read the old offset
+// and stop on the same record again.
+func awaitCommitted(ctx context.Context, adm *kadm.Client, timeout time.Duration, f rescueFlags, next int64) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		at, err := committedOffset(ctx, adm, f.group, f.topic, f.partition)
+		if err == nil && at == next {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("the transaction committed, but the offsets of group %q could not be read back within %v: %w (check with antidote group describe)", f.group, timeout, err)
+			}
+			return fmt.Errorf("the transaction committed, but group %q still reads offset %d of %q partition %d after %v, not %d (check again with antidote group describe)",
+				f.group, at, f.topic, f.partition, timeout, next)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // readAt reads the record at offset off of a partition (read_committed).
