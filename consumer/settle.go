@@ -77,10 +77,15 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		if p.ctx.Err() != nil {
 			// Revoked or stopping. The attempts so far are saved for the
 			// next owner (one failure is saved only now: a record that
-			// fails once and then succeeds never writes), unless the
-			// last failure may be our own cancellation.
-			if !cut && attempt > savedAt && attempt > 0 {
-				c.attempts.save(rec, attempt, first)
+			// fails once and then succeeds never writes). The last try
+			// does not count when its failure may be our own
+			// cancellation (cut), but the tries before it do.
+			done := attempt
+			if cut {
+				done--
+			}
+			if done > savedAt && done > 0 {
+				c.attempts.save(rec, done, first)
 			}
 			return false
 		}
