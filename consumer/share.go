@@ -402,6 +402,12 @@ func (s *shareSource[K, V]) run(ctx context.Context) error {
 		// would wait unseen, its lock running out.
 		fs := c.cl.PollFetches(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {
+			// A poll that ends with the stop may still bring records:
+			// they were acquired, and are counted so (Stats, hooks),
+			// though the client's close releases them untouched.
+			if recs := fs.Records(); len(recs) > 0 {
+				s.acquire(recs)
+			}
 			break
 		}
 		fs.EachError(func(t string, p int32, err error) {
