@@ -149,9 +149,17 @@ func TestIntegrationShareBrokerLetters(t *testing.T) {
 	kafkatest.WaitFor(t, 60*time.Second, "three letters", func() bool {
 		code, out, _ := runCmd(t, "dlq", "ls", "--topic", dlq, "-o", "json", "--brokers", brokers)
 		ls, err = jsonLines[dlqLetterJSON](out)
-		t.Logf("after %v: %d letters (exit %d, %v)", time.Since(waited).Round(time.Millisecond), len(ls), code, err)
-		return code == 0 && err == nil && len(ls) == 3
+		if code != 0 || err != nil {
+			t.Logf("after %v: exit %d, %v", time.Since(waited).Round(time.Millisecond), code, err)
+		}
+		return code == 0 && err == nil && len(ls) >= 3
 	})
+	if len(ls) != 3 {
+		for _, l := range ls {
+			t.Logf("letter %d: dialect %s, reason %s, original offset %v, group %s, message %q", l.Offset, l.Dialect, l.Reason, ptrVal(l.Original.Offset), l.Group, l.Message)
+		}
+		t.Fatalf("%d letters in %s; want 3", len(ls), dlq)
+	}
 	byValue := map[int64]dlqLetterJSON{}
 	for _, l := range ls {
 		if l.Original.Topic == nil || *l.Original.Topic != src || l.Original.Offset == nil || l.Group != group {
@@ -219,4 +227,12 @@ func setGroupConfig(t *testing.T, c *kafkatest.Cluster, group, key, value string
 			t.Fatalf("setting %s=%s on group %s: error code %d %s", key, value, group, r.ErrorCode, msg)
 		}
 	}
+}
+
+// ptrVal is *p, or -1 for nil.
+func ptrVal(p *int64) int64 {
+	if p == nil {
+		return -1
+	}
+	return *p
 }
