@@ -153,11 +153,10 @@ type accounts struct {
 	// where the oracle's reader finds it), is not here.
 	deleted   map[pos]string
 	badLetter []Violation
-	killSw    bool // an operator turned retrying off at some point
 	// retryOff are the spans in which a member's kill switch was on
 	// (retrying off), by member: from its "retry" event with on false to
 	// the next one with on true, or to the member's next start (a new
-	// process retries).
+	// process retries). None: no operator ever turned retrying off.
 	retryOff map[int][]span
 	starts   map[int][]int64 // when each member's processes started
 }
@@ -176,33 +175,37 @@ func (a *accounts) retryOffAt(m int, from, to int64) bool {
 	return false
 }
 
-// killSwitchSpans builds accounts.retryOff from the children's events.
-func killSwitchSpans(events []Event) map[int][]span {
+// memberTimes builds accounts.retryOff and accounts.starts from the
+// children's events.
+func memberTimes(events []Event) (retryOff map[int][]span, starts map[int][]int64) {
 	byMember := map[int][]Event{}
 	for _, e := range events {
 		if e.Ev == "retry" || e.Ev == "start" {
 			byMember[e.Member] = append(byMember[e.Member], e)
 		}
 	}
-	out := map[int][]span{}
+	retryOff, starts = map[int][]span{}, map[int][]int64{}
 	for m, es := range byMember {
 		slices.SortStableFunc(es, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
 		open := int64(-1)
 		for _, e := range es {
+			if e.Ev == "start" {
+				starts[m] = append(starts[m], e.T0)
+			}
 			off := e.Ev == "retry" && e.On != nil && !*e.On
 			switch {
 			case off && open < 0:
 				open = e.T0
 			case !off && open >= 0:
-				out[m] = append(out[m], span{open, e.T0})
+				retryOff[m] = append(retryOff[m], span{open, e.T0})
 				open = -1
 			}
 		}
 		if open >= 0 {
-			out[m] = append(out[m], span{open, math.MaxInt64})
+			retryOff[m] = append(retryOff[m], span{open, math.MaxInt64})
 		}
 	}
-	return out
+	return retryOff, starts
 }
 
 // With eos, a processed record counts as processed only through its
@@ -211,8 +214,8 @@ func killSwitchSpans(events []Event) map[int][]span {
 // the tier went with the topic.
 func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{},
-		retryOff: killSwitchSpans(events), starts: map[int][]int64{}}
+		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}}
+	a.retryOff, a.starts = memberTimes(events)
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
 		switch e.Ev {
@@ -235,12 +238,6 @@ func account(source string, letterRecs []*kgo.Record, events []Event, dels []del
 			if e.Topic == source {
 				a.acks[at] = append(a.acks[at], e)
 			}
-		case "retry":
-			if e.On != nil && !*e.On {
-				a.killSw = true
-			}
-		case "start":
-			a.starts[e.Member] = append(a.starts[e.Member], e.T0)
 		}
 	}
 	for _, r := range letterRecs {
@@ -348,7 +345,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 			switch {
 			case v.Perm:
 			case v.Fail >= sc.Mode.TotalTries():
-			case a.killSw && l.reason == "retry-disabled":
+			case len(a.retryOff) > 0 && l.reason == "retry-disabled":
 			default:
 				add("unexpected-letter", "record %s fails %d times, fewer than the %d tries the policy gives, yet it was dead-lettered (reason %q, attempts %d); calls: %s",
 					at, v.Fail, sc.Mode.TotalTries(), l.reason, l.attempts, calls(a.calls[at]))

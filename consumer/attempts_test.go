@@ -89,12 +89,7 @@ func testDurableAttempts(t *testing.T, c *kafkatest.Cluster, conc int, batch boo
 	before := seen[len(seen)-1]
 	mu.Unlock()
 
-	second := testConsumer(t, c, topic, group, serde.String(), handler, mod)
-	stop = runConsumer(t, second)
-	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return second.Stats().DeadLettered == 1 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	untilDeadLettered(t, c, topic, group, handler, mod)
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("%s: attempts seen by the handler: %v", c.Kind(), seen)
@@ -169,15 +164,22 @@ func TestIntegrationDurableAttemptsStoppedDuringATry(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	second := testConsumer(t, c, topic, group, serde.String(), handler, mod)
-	stop = runConsumer(t, second)
-	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return second.Stats().DeadLettered == 1 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	untilDeadLettered(t, c, topic, group, handler, mod)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []int{1, 2, 2, 3, 4}; !slices.Equal(seen, want) {
 		t.Fatalf("attempts seen by the handler %v; want %v (the cut try 2 again, then on to 4)", seen, want)
+	}
+}
+
+// untilDeadLettered runs a second member of group until it has
+// dead-lettered one record, and stops it.
+func untilDeadLettered(t *testing.T, c *kafkatest.Cluster, topic, group string, h consumer.Handler[string, string], mod func(*consumer.Config[string, string])) {
+	t.Helper()
+	second := testConsumer(t, c, topic, group, serde.String(), h, mod)
+	stop := runConsumer(t, second)
+	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return second.Stats().DeadLettered == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

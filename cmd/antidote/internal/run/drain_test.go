@@ -160,9 +160,8 @@ pipelines:
 	// It runs until it has committed everything: the drain abandons a
 	// record whose answer is on its way, so the commits are awaited
 	// before SIGTERM, not checked after it.
-	cadm := kadm.NewClient(c.Client(t))
 	code, logs = runOnce(steady, "every record answered and committed", func() bool {
-		return accepts() >= n && len(uncommitted(t, cadm, group, topic)) == 0
+		return accepts() >= n && len(uncommitted(t, adm, group, topic)) == 0
 	})
 	if code != 0 {
 		t.Fatalf("second run: exit %d\n%s", code, logs)
