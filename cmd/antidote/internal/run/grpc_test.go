@@ -2,7 +2,15 @@ package run
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -12,10 +20,12 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
 	"github.com/antidote-kafka/antidote/cmd/antidote/sinkpb"
 	"github.com/antidote-kafka/antidote/consumer"
@@ -30,10 +40,14 @@ type fakeSink struct {
 	calls   []int // records per HandleBatch call
 	md      []metadata.MD
 	handle  func(*sinkpb.Record) error
+	wait    func(context.Context) // called first by Handle, with the call's context
 	batch   func([]*sinkpb.Record) (*sinkpb.HandleBatchResponse, error)
 }
 
 func (f *fakeSink) Handle(ctx context.Context, req *sinkpb.HandleRequest) (*sinkpb.HandleResponse, error) {
+	if f.wait != nil {
+		f.wait(ctx)
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	f.mu.Lock()
 	f.records = append(f.records, req.GetRecord())
@@ -57,13 +71,13 @@ func (f *fakeSink) HandleBatch(_ context.Context, req *sinkpb.HandleBatchRequest
 }
 
 // newTestGRPCSink serves f on loopback and returns a sink of cfg on it.
-func newTestGRPCSink(t *testing.T, f *fakeSink, cfg runGRPC) sink {
+func newTestGRPCSink(t *testing.T, f *fakeSink, cfg runGRPC, opts ...grpc.ServerOption) sink {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	sinkpb.RegisterSinkServer(srv, f)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
@@ -314,4 +328,84 @@ pipelines:
 	if !strings.Contains(out, want) || strings.Contains(out, "s3cr3t") {
 		t.Errorf("--check printed:\n%s\nwant the line %q and no secret", out, want)
 	}
+}
+
+// TestGRPCSinkDeadline: a call that outlives the sink's timeout ends with
+// DEADLINE_EXCEEDED, a transient failure (the record is tried again, never
+// dead-lettered for it), and the service sees the deadline.
+func TestGRPCSinkDeadline(t *testing.T) {
+	deadlines := make(chan time.Duration, 1)
+	f := &fakeSink{wait: func(ctx context.Context) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			deadlines <- -1
+		} else {
+			deadlines <- time.Until(d)
+		}
+		<-ctx.Done()
+	}}
+	s := newTestGRPCSink(t, f, runGRPC{Timeout: 200 * time.Millisecond})
+	err := s.handle(context.Background(), docRecords(1)[0])
+	var se *GRPCStatusError
+	if !errors.As(err, &se) || se.Code != codes.DeadlineExceeded {
+		t.Fatalf("a call past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if c := failure.Classify(err); c != failure.ClassTransient {
+		t.Errorf("class %v, want transient", c)
+	}
+	if d := <-deadlines; d <= 0 || d > 200*time.Millisecond {
+		t.Errorf("the service saw a deadline %v away, want one within the 200ms timeout", d)
+	}
+}
+
+// TestGRPCSinkTLS: with tls.ca-file, the sink calls a service whose
+// certificate that CA signed; without it, the service's certificate is
+// refused, a transient failure (the partition waits rather than dead-letter).
+func TestGRPCSinkTLS(t *testing.T) {
+	cert, caPEM := selfSigned(t)
+	caFile := clitest.WriteFile(t, "ca.pem", string(caPEM))
+	creds := grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	f := &fakeSink{}
+	s := newTestGRPCSink(t, f, runGRPC{TLS: &cli.TLSConfig{CAFile: caFile}}, creds)
+	if err := s.handle(context.Background(), docRecords(1)[0]); err != nil {
+		t.Fatalf("with the CA: %v", err)
+	}
+	if !strings.Contains(s.describe(), "TLS") {
+		t.Errorf("describe: %q, want it to say TLS", s.describe())
+	}
+	plain := newTestGRPCSink(t, &fakeSink{}, runGRPC{TLS: &cli.TLSConfig{}}, creds)
+	err := plain.handle(context.Background(), docRecords(1)[0])
+	if err == nil || failure.Classify(err) != failure.ClassTransient {
+		t.Errorf("without the CA: %v, want a transient failure", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.records) != 1 {
+		t.Errorf("the service got %d records, want 1 (the call with the CA)", len(f.records))
+	}
+}
+
+// selfSigned is a certificate for 127.0.0.1 signed by itself, and its PEM.
+func selfSigned(t *testing.T) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "sink"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -70,7 +70,8 @@ type fakeBulk struct {
 	t        *testing.T
 	item     func(bulkLine) (status int, typ, reason string)
 	whole    func() (status int, body string)
-	elastic  bool // answer as Elasticsearch 8 does (product header, _type absent)
+	elastic  bool // answer as Elasticsearch does (its product header)
+	typed    bool // items carry "_type": "_doc", as Elasticsearch 7 and OpenSearch 1 answer
 	mu       sync.Mutex
 	requests [][]bulkLine
 	headers  []http.Header
@@ -104,6 +105,9 @@ func (f *fakeBulk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			st, typ, reason = f.item(l)
 		}
 		it := map[string]any{"_index": l.index, "_id": l.id, "status": st}
+		if f.typed {
+			it["_type"] = "_doc"
+		}
 		if typ != "" {
 			errs = true
 			it["error"] = map[string]any{"type": typ, "reason": reason, "caused_by": map[string]any{"type": "json_parse_exception", "reason": "inner"}}
@@ -143,6 +147,14 @@ func newFakeSearch(t *testing.T, f *fakeBulk, c runSearch) *searchSink {
 	return s
 }
 
+// dialects are the answers of the servers the sink speaks to, where they
+// differ: OpenSearch 2, Elasticsearch 8 (its product header), and
+// Elasticsearch 7 (the header, and a _type in every item).
+var dialects = []struct {
+	name           string
+	elastic, typed bool
+}{{"opensearch", false, false}, {"elasticsearch8", true, false}, {"elasticsearch7", true, true}}
+
 // docRecords are n records of topic Orders, partition 2, from offset 10,
 // each a JSON document {"n":i} keyed k<i>.
 func docRecords(n int) []*consumer.Record[[]byte, []byte] {
@@ -178,42 +190,46 @@ func TestSearchSinkItems(t *testing.T) {
 		`{"n":10}`: {403, "cluster_block_exception", "index read-only / allow delete (api)", failure.ClassTransient, "cluster_block_exception"},
 		`{"n":11}`: {413, "illegal_argument_exception", "document too large", failure.ClassPermanent, "413"},
 	}
-	f := &fakeBulk{item: func(l bulkLine) (int, string, string) {
-		a := answers[string(l.doc)]
-		return a.status, a.typ, a.reason
-	}}
-	s := newFakeSearch(t, f, runSearch{})
-	batch := docRecords(len(answers))
-	err := s.handleBatch(context.Background(), batch)
-	var be *consumer.BatchError
-	if !errors.As(err, &be) {
-		t.Fatalf("handleBatch: %v, want a *consumer.BatchError", err)
-	}
-	if n := len(f.requests); n != 1 {
-		t.Fatalf("%d requests, want one _bulk for the batch", n)
-	}
-	for i, r := range batch {
-		a := answers[string(r.Value)]
-		got := be.Errs[i]
-		if a.class == 0 {
-			if got != nil {
-				t.Errorf("%s (status %d): %v, want processed", r.Value, a.status, got)
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			f := &fakeBulk{elastic: d.elastic, typed: d.typed, item: func(l bulkLine) (int, string, string) {
+				a := answers[string(l.doc)]
+				return a.status, a.typ, a.reason
+			}}
+			s := newFakeSearch(t, f, runSearch{})
+			batch := docRecords(len(answers))
+			err := s.handleBatch(context.Background(), batch)
+			var be *consumer.BatchError
+			if !errors.As(err, &be) {
+				t.Fatalf("handleBatch: %v, want a *consumer.BatchError", err)
 			}
-			continue
-		}
-		if got == nil {
-			t.Errorf("%s (status %d): processed, want %v", r.Value, a.status, a.class)
-			continue
-		}
-		if c := failure.Classify(got); c != a.class {
-			t.Errorf("%s (status %d): class %v, want %v (%v)", r.Value, a.status, c, a.class, got)
-		}
-		if !strings.Contains(got.Error(), a.wantInReason) || !strings.Contains(got.Error(), "events-orders/Orders-2-") {
-			t.Errorf("%s: error %q, want it to hold %q and the index/id", r.Value, got, a.wantInReason)
-		}
-	}
-	if !strings.Contains(be.Errs[3].Error(), "caused by json_parse_exception: inner") {
-		t.Errorf("the cause is missing: %v", be.Errs[3])
+			if n := len(f.requests); n != 1 {
+				t.Fatalf("%d requests, want one _bulk for the batch", n)
+			}
+			for i, r := range batch {
+				a := answers[string(r.Value)]
+				got := be.Errs[i]
+				if a.class == 0 {
+					if got != nil {
+						t.Errorf("%s (status %d): %v, want processed", r.Value, a.status, got)
+					}
+					continue
+				}
+				if got == nil {
+					t.Errorf("%s (status %d): processed, want %v", r.Value, a.status, a.class)
+					continue
+				}
+				if c := failure.Classify(got); c != a.class {
+					t.Errorf("%s (status %d): class %v, want %v (%v)", r.Value, a.status, c, a.class, got)
+				}
+				if !strings.Contains(got.Error(), a.wantInReason) || !strings.Contains(got.Error(), "events-orders/Orders-2-") {
+					t.Errorf("%s: error %q, want it to hold %q and the index/id", r.Value, got, a.wantInReason)
+				}
+			}
+			if !strings.Contains(be.Errs[3].Error(), "caused by json_parse_exception: inner") {
+				t.Errorf("the cause is missing: %v", be.Errs[3])
+			}
+		})
 	}
 }
 
@@ -322,21 +338,23 @@ func TestSearchSinkWholeRequest(t *testing.T) {
 		{400, `{"error":{"type":"illegal_argument_exception","reason":"The bulk request must be terminated by a newline"},"status":400}`, failure.ClassPermanent, "illegal_argument_exception"},
 		{200, `{"took":1,"errors":false,"items":[]}`, failure.ClassTransient, "200"},
 	} {
-		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
-			f := &fakeBulk{whole: func() (int, string) { return tc.status, tc.body }}
-			s := newFakeSearch(t, f, runSearch{})
-			err := s.handleBatch(context.Background(), docRecords(3))
-			var be *consumer.BatchError
-			if err == nil || errors.As(err, &be) {
-				t.Fatalf("handleBatch: %v, want the batch failed as a whole", err)
-			}
-			if c := failure.Classify(err); c != tc.class {
-				t.Errorf("class %v, want %v (%v)", c, tc.class, err)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q, want it to hold %q", err, tc.want)
-			}
-		})
+		for _, d := range dialects {
+			t.Run(fmt.Sprint(tc.status, "/", d.name), func(t *testing.T) {
+				f := &fakeBulk{elastic: d.elastic, typed: d.typed, whole: func() (int, string) { return tc.status, tc.body }}
+				s := newFakeSearch(t, f, runSearch{})
+				err := s.handleBatch(context.Background(), docRecords(3))
+				var be *consumer.BatchError
+				if err == nil || errors.As(err, &be) {
+					t.Fatalf("handleBatch: %v, want the batch failed as a whole", err)
+				}
+				if c := failure.Classify(err); c != tc.class {
+					t.Errorf("class %v, want %v (%v)", c, tc.class, err)
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %q, want it to hold %q", err, tc.want)
+				}
+			})
+		}
 	}
 	t.Run("no answer", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
