@@ -2,11 +2,9 @@ module github.com/antidote-kafka/antidote/chaos
 
 go 1.26.0
 
-replace github.com/antidote-kafka/antidote => ..
-
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
-	github.com/antidote-kafka/antidote v0.0.0-00010101000000-000000000000
+	github.com/antidote-kafka/antidote v0.1.0
 	github.com/rs/zerolog v1.33.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0

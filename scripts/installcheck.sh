@@ -2,7 +2,9 @@
 # scripts/installcheck.sh [VERSION]: the modules install from outside the repository,
 # as a user gets them, before anything is tagged or published.
 #
-# Packs every published module (scripts/release.sh -l) at VERSION into a file-based
+# Without VERSION, it first checks that the workspace is at its version: every go.mod
+# requires this repository's modules at it, with no replace (scripts/release.sh -c).
+# Then it packs every published module (scripts/release.sh -l) at VERSION into a file-based
 # module proxy (tools/modproxy, with golang.org/x/mod/zip; default VERSION: the one the
 # modules require each other at), then, with GOWORK=off and that proxy first:
 #  1. `go install github.com/antidote-kafka/antidote/cmd/antidote@VERSION` into a
@@ -38,6 +40,22 @@ if command -v flock >/dev/null; then exec 9>"$modcache.lock"; flock 9; fi
 for d in "$modcache/github.com/antidote-kafka" "$modcache/cache/download/github.com/antidote-kafka"; do
   [ -e "$d" ] && chmod -R u+w "$d" && rm -rf "$d"
 done
+
+if [ $# = 0 ]; then
+  step "the workspace is at $VERSION: go.mod files require it, only go.work replaces"
+  scripts/release.sh -c "$VERSION"
+fi
+
+step "README's \"Use it\" example is the one the fresh module runs"
+# From its Key to the end of its Handler, line for line (indentation aside).
+trimmed() { sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//'; }
+readme="$(awk '/^## Use it/ { on = 1 } on && /^\t*Key:/ { go = 1 } go { print } go && /^\t},$/ { exit }' README.md | trimmed)"
+program="$(trimmed <scripts/testdata/installcheck/main.go)"
+if [ "$(wc -l <<<"$readme")" -lt 5 ] || [[ "$program" != *"$readme"* ]]; then
+  echo "README's \"Use it\" handler is not the one in scripts/testdata/installcheck/main.go:" >&2
+  echo "$readme" >&2
+  exit 1
+fi
 
 step "pack the modules at $VERSION into a file-based module proxy"
 go build -o "$tmp/modproxy" ./tools/modproxy

@@ -12,6 +12,11 @@
 #                                    committed): VERSION for the core and DIR/VERSION for
 #                                    a nested module (serde/avro/v0.2.0, ...), the names Go
 #                                    looks up for a module in a subdirectory; never pushes
+#   scripts/release.sh -c VERSION    check that the workspace is at VERSION: every go.mod
+#                                    requires this repository's modules at VERSION and has
+#                                    no replace directive, and go.work replaces VERSION of
+#                                    each published module with its directory (make test
+#                                    runs this, through scripts/installcheck.sh)
 #   scripts/release.sh -l            list the published modules: directory, path, tag prefix
 #
 # The modules are the `use` directories of go.work, minus the development-only ones
@@ -24,8 +29,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# Modules that no user imports: the lint tools and the console's browser tests.
-UNPUBLISHED="tools console/e2e"
+# Modules that no user imports: the lint tools, the console's browser tests and the
+# randomized fault runs.
+UNPUBLISHED="tools console/e2e chaos"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
@@ -72,6 +78,7 @@ mode=dry
 case "${1:-}" in
   -w) mode=write; shift ;;
   -t) mode=tag; shift ;;
+  -c) mode=check; shift ;;
   -n) shift ;;
   -l)
     for d in $(modules); do published "$d" && printf '%s\t%s\t%s\n' "$d" "$(modpath "$d")" "$(tag "$d" "")"; done
@@ -88,15 +95,41 @@ for d in $(modules); do ours["$(modpath "$d")"]="$d"; done
 
 run() { if [ "$mode" = write ]; then "$@"; else echo "  $*"; fi; }
 
-if [ "$mode" = tag ]; then
-  [ -z "$(git status --porcelain)" ] || { echo "the working tree has changes: commit them first" >&2; exit 1; }
+# check fails unless every go.mod requires our modules at VERSION, with no
+# replace directive, and go.work replaces each published module at VERSION
+# with its directory.
+check() {
+  local bad=0 d p v
   for d in $(modules); do
     while read -r p v; do
       if [ -n "${ours[$p]:-}" ] && [ "$v" != "$VERSION" ]; then
-        echo "$d/go.mod requires $p $v, not $VERSION: run scripts/release.sh -w $VERSION and commit" >&2; exit 1
+        echo "$d/go.mod requires $p $v, not $VERSION: run scripts/release.sh -w $VERSION" >&2; bad=1
       fi
     done < <(requires "$d/go.mod")
+    if [ "$(go mod edit -json "$d/go.mod" | awk '/"Replace": \[/ { print "yes" }')" = yes ]; then
+      echo "$d/go.mod has a replace directive: the workspace's replaces live in go.work only" >&2; bad=1
+    fi
   done
+  local current; current="$(replaces)"
+  for d in $(modules); do
+    published "$d" || continue
+    p="$(modpath "$d")"
+    grep -qxF "$p $VERSION $(rdir "$d")" <<<"$current" ||
+      { echo "go.work does not replace $p $VERSION with $(rdir "$d"): run scripts/release.sh -w $VERSION" >&2; bad=1; }
+  done
+  return "$bad"
+}
+
+rdir() { if [ "$1" = . ]; then echo .; else echo "./$1"; fi; }
+
+if [ "$mode" = check ]; then
+  check && echo "every module is at $VERSION, and only go.work replaces them"
+  exit
+fi
+
+if [ "$mode" = tag ]; then
+  [ -z "$(git status --porcelain)" ] || { echo "the working tree has changes: commit them first" >&2; exit 1; }
+  check || exit 1
   tags=()
   for d in $(modules); do
     published "$d" || continue
@@ -124,7 +157,6 @@ for d in $(modules); do
 done
 # go.work: one replace per published module, VERSION => its directory; a replace
 # of one of our modules at another version, or to another place, goes.
-rdir() { if [ "$1" = . ]; then echo .; else echo "./$1"; fi; }
 current="$(replaces)"
 while read -r p v n; do
   [ -n "$p" ] && [ -n "${ours[$p]:-}" ] || continue
