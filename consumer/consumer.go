@@ -28,6 +28,9 @@ type Consumer[K, V any] struct {
 	policy     resolved
 	classifier failure.Classifier
 	held       heldIDs     // the topic ids the client fetched (fetcherr.go)
+	// topicParts is each source topic's partition count, as the metadata
+	// said when watchTopicIDs last read it (every forgetEvery); nil before.
+	topicParts atomic.Pointer[[]Topic]
 	pattern    *topicWatch // TopicPattern's subscriptions; nil without one
 	log        *slog.Logger
 	cl         *kgo.Client
@@ -804,6 +807,9 @@ func (c *Consumer[K, V]) Stats() Stats {
 	s.Flood = c.flood.state()
 	s.Ready = s.Running && c.assigned.Load() > 0 && s.Halted == 0 && s.Flood == nil
 	s.DeadLetterTopics = c.dlq.states(false)
+	if t := c.topicParts.Load(); t != nil {
+		s.Topics = *t
+	}
 	if c.tiers != nil {
 		s.RetryTopics = c.dlq.states(true)
 	}

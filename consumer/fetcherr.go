@@ -124,7 +124,8 @@ func (h *heldIDs) changed(topic string, id [16]byte) bool {
 // come only after franz-go's backoff, 13 s after the new record here on a
 // quiet machine and more than a minute on a busy one. It checks the source
 // topics only: the retry tiers and dead-letter topics are the writer's
-// (dlqWriter.recreated).
+// (dlqWriter.recreated). From the same metadata it keeps each source
+// topic's partition count for Stats.Topics.
 func (c *Consumer[K, V]) watchTopicIDs(ctx context.Context) {
 	adm := kadm.NewClient(c.cl)
 	t := time.NewTicker(forgetEvery)
@@ -145,6 +146,13 @@ func (c *Consumer[K, V]) watchTopicIDs(ctx context.Context) {
 		if err != nil {
 			continue // checked again at the next tick
 		}
+		parts := make([]Topic, 0, len(md.Topics))
+		for _, td := range md.Topics.Sorted() {
+			if td.Err == nil {
+				parts = append(parts, Topic{Topic: td.Topic, Partitions: len(td.Partitions), CheckedAt: time.Now()})
+			}
+		}
+		c.topicParts.Store(&parts)
 		for _, td := range md.Topics {
 			if td.Err != nil || td.ID == (kadm.TopicID{}) {
 				continue // gone for now: its id is compared once it is back

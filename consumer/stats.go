@@ -59,6 +59,12 @@ type Stats struct {
 	// [FloodGuard]); FloodTrips counts how often it tripped.
 	Flood      *Flood `json:",omitempty"`
 	FloodTrips uint64
+	// Topics are the source topics (consumer groups only), by name, with
+	// their partition counts as the metadata gave them, read every 5 s
+	// while Run runs: empty before the first read. More members of a group
+	// than the partitions of a topic it reads leave some idle: an
+	// autoscaler caps replicas with it (antidote_topic_partitions).
+	Topics []Topic `json:",omitempty"`
 	// DeadLetterTopics is what the consumer knows of each dead-letter
 	// topic: checked (and created) when partitions are assigned.
 	DeadLetterTopics []DeadLetterTopic
@@ -113,6 +119,14 @@ type DeadLetterTopic struct {
 	MaxMessageBytes int32
 	// Error says why it is not ready.
 	Error string `json:",omitempty"`
+}
+
+// Topic is a source topic as the cluster's metadata last described it.
+type Topic struct {
+	Topic      string
+	Partitions int
+	// CheckedAt is when the metadata was read; it is read again 5 s later.
+	CheckedAt time.Time
 }
 
 // BrokerState says whether the cluster answers.

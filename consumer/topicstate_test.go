@@ -253,3 +253,42 @@ func TestIntegrationSourceTopicCreatedAgain(t *testing.T) {
 	}
 	t.Logf("the record of the topic made again processed %v after it was written", time.Since(made).Round(time.Millisecond))
 }
+
+// TestIntegrationStatsTopics: Stats.Topics gives each source topic's
+// partition count from the metadata, and follows the topic when it grows.
+func TestIntegrationStatsTopics(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "counted", 2)
+	cons := stringConsumer(t, c, topic, func(context.Context, *consumer.Record[string, string]) error { return nil }, nil)
+	if got := cons.Stats().Topics; len(got) != 0 {
+		t.Fatalf("Stats.Topics before Run: %+v, want none", got)
+	}
+	stop := runConsumer(t, cons)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	partitions := func() int {
+		for _, tp := range cons.Stats().Topics {
+			if tp.Topic == topic {
+				if tp.CheckedAt.IsZero() {
+					t.Errorf("%+v: no time of the check", tp)
+				}
+				return tp.Partitions
+			}
+		}
+		return 0
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "the topic's 2 partitions in Stats", func() bool { return partitions() == 2 })
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.CreatePartitions(ctx, 1, topic); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "the topic's 3 partitions in Stats", func() bool { return partitions() == 3 })
+	if n := len(cons.Stats().Topics); n != 1 {
+		t.Errorf("Stats.Topics: %+v, want the source topic only", cons.Stats().Topics)
+	}
+}

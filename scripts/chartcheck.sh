@@ -9,7 +9,9 @@
 #     /healthz and /readyz on the port the config's admin address listens on,
 #     the pod runs as 65532 with a read-only root, the ConfigMap holds the
 #     config at the path the container reads, the ScaledObject (KEDA, on
-#     antidote_healthy_lag) and the ServiceMonitor exist only when enabled,
+#     antidote_healthy_lag capped at antidote_topic_partitions; its query
+#     parsed by promtool where it is installed) and the ServiceMonitor exist
+#     only when enabled,
 #     the Deployment leaves its replicas to KEDA when KEDA scales it, every
 #     key of the Secret that the pod reads exists;
 #  4. each rendered config passes `antidote run --check` (built from the work
@@ -127,7 +129,12 @@ if sos:
     check(so["scaleTargetRef"]["name"] == dep["metadata"]["name"], "the ScaledObject scales another Deployment")
     check(so.get("maxReplicaCount", 0) >= so.get("minReplicaCount", 1) >= 0, "maxReplicaCount below minReplicaCount")
     t = so["triggers"][0]
-    check(t["type"] == "prometheus" and "antidote_healthy_lag" in t["metadata"]["query"], f"trigger {t}; want prometheus on antidote_healthy_lag")
+    q = t["metadata"]["query"]
+    check(t["type"] == "prometheus" and "antidote_healthy_lag" in q, f"trigger {t}; want prometheus on antidote_healthy_lag")
+    if not (values.get("keda") or {}).get("query"):
+        want_cap = f'scalar(max(antidote_topic_partitions{{namespace="kafka-apps",service="{dep["metadata"]["name"]}"}}) or vector({so["maxReplicaCount"]})) * {t["metadata"]["threshold"]})'
+        check(q.startswith("clamp_max(sum(antidote_healthy_lag{") and q.endswith(want_cap), f"query {q!r}; want the healthy lag capped with {want_cap!r}")
+    open(os.path.join(out, "query"), "w").write(q)
     check("replicas" not in dep["spec"], "the Deployment sets replicas while KEDA scales it")
 else:
     check(dep["spec"].get("replicas", 0) >= 1, "no replicas")
@@ -170,6 +177,17 @@ if problems:
     sys.exit(1)
 print(f"ok: {len(docs)} manifests: " + ", ".join(sorted(f"{k} {len(v)}" for k, v in by_kind.items())))
 EOF
+  if [ -f "$tmp/$name/query" ]; then
+    if command -v promtool >/dev/null 2>&1; then
+      step "promtool: the ScaledObject's query is PromQL ($name)"
+      # A recording rule of the query: promtool parses its expression.
+      q="$(cat "$tmp/$name/query")"
+      printf 'groups:\n  - name: keda\n    rules:\n      - record: antidote:keda_query\n        expr: %s\n' "$("$py" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$q")" >"$tmp/$name/rules.yaml"
+      promtool check rules "$tmp/$name/rules.yaml"
+    else
+      echo "promtool missing: the ScaledObject's query is not parsed (apt-get install prometheus)"
+    fi
+  fi
   step "antidote run --check on the ConfigMap's config ($name)"
   (
     set -a

@@ -58,6 +58,7 @@
 //	antidote_partition_paused                     gauge      topic, partition, reason         1 while its fetching is paused (stuck, buffer-full, operator, retry-due, retry-parked-full); only while paused
 //	antidote_partition_lag                        gauge      topic, partition                 records not yet committed: high watermark minus committed offset; absent while unknown
 //	antidote_healthy_lag                          gauge      topic                            records waiting to be handled: the lag of the partitions not stuck, retry tiers left out; what to autoscale on
+//	antidote_topic_partitions                     gauge      topic                            a source topic's partition count from the metadata, read every 5 s (consumer groups); what to cap replicas at
 //	antidote_dependency_state                     gauge      dependency, state                1 for each dependency's current state (a registry breaker: closed, open, half-open)
 //	antidote_share_acknowledgements_total         counter    topic, ack                       a share-group member's acknowledgements: accept, release, renew
 //	antidote_share_delivery_count                 histogram  topic                            delivery counts of the records it acquired (1: a first delivery)
@@ -79,7 +80,9 @@
 // retry tier's records wait for their delay; neither goes faster with more
 // replicas, so an autoscaler that counted them would add replicas that sit
 // idle. Sum it over the members of a group (sum by (topic)) to get the
-// group's healthy lag; deploy/helm/antidote scales on it with KEDA.
+// group's healthy lag; deploy/helm/antidote scales on it with KEDA, capped
+// at antidote_topic_partitions times the lag per replica, since members
+// beyond a topic's partitions get none.
 //
 // # Dashboards and alerts
 //

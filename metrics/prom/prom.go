@@ -59,6 +59,7 @@ type gaugeDescs struct {
 	bufRecords, bufBytes                  *prometheus.Desc
 	stuck, stuckSeconds, paused, lag      *prometheus.Desc
 	healthyLag                            *prometheus.Desc
+	topicPartitions                       *prometheus.Desc
 	dependency                            *prometheus.Desc
 	flood, floodTrips                     *prometheus.Desc
 	transactions                          *prometheus.Desc
@@ -111,24 +112,25 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		now:          time.Now,
 		consumedDesc: prometheus.NewDesc("antidote_records_consumed_total", "Records taken from fetches (each once, however often it is retried).", nil, nil),
 		gauges: gaugeDescs{
-			running:       prometheus.NewDesc("antidote_running", "1 while the consumer runs.", nil, nil),
-			ready:         prometheus.NewDesc("antidote_ready", "1 while the consumer is ready: running, with partitions, not halted.", nil, nil),
-			retryEnabled:  prometheus.NewDesc("antidote_retry_enabled", "The retry kill switch: 1 while retrying is on.", nil, nil),
-			brokers:       prometheus.NewDesc("antidote_brokers_reachable", "1 while the Kafka cluster answers.", nil, nil),
-			flood:         prometheus.NewDesc("antidote_flood_guard_tripped", "1 while the flood guard holds the consumer (too many records would be dead-lettered), else 0.", nil, nil),
-			floodTrips:    prometheus.NewDesc("antidote_flood_guard_trips_total", "Times the flood guard tripped.", nil, nil),
-			transactions:  prometheus.NewDesc("antidote_transactions_total", "Transactions of the exactly-once mode, by result (committed, aborted).", []string{"result"}, nil),
-			bufRecords:    prometheus.NewDesc("antidote_buffered_records", "Records held by the assigned partitions (fetched, not yet settled).", nil, nil),
-			bufBytes:      prometheus.NewDesc("antidote_buffered_bytes", "Bytes held by the assigned partitions.", nil, nil),
-			stuck:         prometheus.NewDesc("antidote_partition_stuck", "1 while an assigned partition cannot move past a record (retrying it, or waiting for its dead letter), else 0.", tp, nil),
-			stuckSeconds:  prometheus.NewDesc("antidote_partition_stuck_seconds", "How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.", append(tp, "reason"), nil),
-			paused:        prometheus.NewDesc("antidote_partition_paused", "1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator, retry-due, retry-parked-full); present only while paused.", append(tp, "reason"), nil),
-			lag:           prometheus.NewDesc("antidote_partition_lag", "Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.", tp, nil),
-			healthyLag:    prometheus.NewDesc("antidote_healthy_lag", "Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.", []string{"topic"}, nil),
-			shareLimit:    prometheus.NewDesc("antidote_share_delivery_limit", "The delivery limit of a share-group member's group, as in use (read from the cluster, or Share.DeliveryLimit); absent for a consumer group.", []string{"group"}, nil),
-			shareHeld:     prometheus.NewDesc("antidote_share_held_records", "Records of a share-group member's poll that have no ACCEPT or RELEASE yet; absent for a consumer group.", []string{"group"}, nil),
-			shareProblems: prometheus.NewDesc("antidote_share_setup_problems", "Problems found in a share group's setup when the member started (a broker dead-letter topic that loses records, renewal turned off; see Stats.ShareGroup.Problems): alert above 0. Absent for a consumer group.", []string{"group"}, nil),
-			dependency:    prometheus.NewDesc("antidote_dependency_state", "1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).", []string{"dependency", "state"}, nil),
+			running:         prometheus.NewDesc("antidote_running", "1 while the consumer runs.", nil, nil),
+			ready:           prometheus.NewDesc("antidote_ready", "1 while the consumer is ready: running, with partitions, not halted.", nil, nil),
+			retryEnabled:    prometheus.NewDesc("antidote_retry_enabled", "The retry kill switch: 1 while retrying is on.", nil, nil),
+			brokers:         prometheus.NewDesc("antidote_brokers_reachable", "1 while the Kafka cluster answers.", nil, nil),
+			flood:           prometheus.NewDesc("antidote_flood_guard_tripped", "1 while the flood guard holds the consumer (too many records would be dead-lettered), else 0.", nil, nil),
+			floodTrips:      prometheus.NewDesc("antidote_flood_guard_trips_total", "Times the flood guard tripped.", nil, nil),
+			transactions:    prometheus.NewDesc("antidote_transactions_total", "Transactions of the exactly-once mode, by result (committed, aborted).", []string{"result"}, nil),
+			bufRecords:      prometheus.NewDesc("antidote_buffered_records", "Records held by the assigned partitions (fetched, not yet settled).", nil, nil),
+			bufBytes:        prometheus.NewDesc("antidote_buffered_bytes", "Bytes held by the assigned partitions.", nil, nil),
+			stuck:           prometheus.NewDesc("antidote_partition_stuck", "1 while an assigned partition cannot move past a record (retrying it, or waiting for its dead letter), else 0.", tp, nil),
+			stuckSeconds:    prometheus.NewDesc("antidote_partition_stuck_seconds", "How long a stuck partition has been stuck on its record, by reason (retrying, dead-letter); present only while stuck.", append(tp, "reason"), nil),
+			paused:          prometheus.NewDesc("antidote_partition_paused", "1 while the fetching of a partition is paused, by reason (stuck, buffer-full, operator, retry-due, retry-parked-full); present only while paused.", append(tp, "reason"), nil),
+			lag:             prometheus.NewDesc("antidote_partition_lag", "Records of an assigned partition not yet committed: high watermark minus committed offset; absent while unknown.", tp, nil),
+			healthyLag:      prometheus.NewDesc("antidote_healthy_lag", "Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.", []string{"topic"}, nil),
+			topicPartitions: prometheus.NewDesc("antidote_topic_partitions", "Partitions of a source topic of a consumer group, from the metadata (read every 5 s): more members than that leave some idle, so an autoscaler caps replicas at it. Absent for a share group.", []string{"topic"}, nil),
+			shareLimit:      prometheus.NewDesc("antidote_share_delivery_limit", "The delivery limit of a share-group member's group, as in use (read from the cluster, or Share.DeliveryLimit); absent for a consumer group.", []string{"group"}, nil),
+			shareHeld:       prometheus.NewDesc("antidote_share_held_records", "Records of a share-group member's poll that have no ACCEPT or RELEASE yet; absent for a consumer group.", []string{"group"}, nil),
+			shareProblems:   prometheus.NewDesc("antidote_share_setup_problems", "Problems found in a share group's setup when the member started (a broker dead-letter topic that loses records, renewal turned off; see Stats.ShareGroup.Problems): alert above 0. Absent for a consumer group.", []string{"group"}, nil),
+			dependency:      prometheus.NewDesc("antidote_dependency_state", "1 for the current state of each dependency of Config.Dependencies (for example a schema registry's circuit breaker: closed, open, half-open).", []string{"dependency", "state"}, nil),
 		},
 	}
 	if err := reg.Register(m); err != nil {
@@ -198,7 +200,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.deliveries.Describe(ch)
 	g := m.gauges
 	for _, d := range []*prometheus.Desc{m.consumedDesc, g.running, g.ready, g.retryEnabled, g.brokers,
-		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.healthyLag, g.dependency, g.flood, g.floodTrips, g.transactions,
+		g.bufRecords, g.bufBytes, g.stuck, g.stuckSeconds, g.paused, g.lag, g.healthyLag, g.topicPartitions, g.dependency, g.flood, g.floodTrips, g.transactions,
 		g.shareLimit, g.shareHeld, g.shareProblems} {
 		ch <- d
 	}
@@ -271,6 +273,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, tl := range healthyLag(s) {
 		gauge(g.healthyLag, float64(tl.Lag), tl.Topic)
+	}
+	for _, t := range s.Topics {
+		gauge(g.topicPartitions, float64(t.Partitions), t.Topic)
 	}
 	for name, state := range s.Dependencies {
 		gauge(g.dependency, 1, name, state)

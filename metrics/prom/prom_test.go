@@ -178,6 +178,7 @@ func TestHealthyLag(t *testing.T) {
 			{Topic: "orders.retry.5s", Source: "orders", Ready: true},
 			{Topic: "orders.retry.1m", Source: "orders", Ready: true},
 		},
+		Topics: []consumer.Topic{{Topic: "orders", Partitions: 4}, {Topic: "payments", Partitions: 2}, {Topic: "refunds", Partitions: 1}},
 	})
 	want := `
 # HELP antidote_healthy_lag Records of a source topic waiting to be handled: the lag of its assigned partitions that are not stuck (unknown lag counts 0); retry-tier topics are left out. What an autoscaler should scale on.
@@ -187,6 +188,16 @@ antidote_healthy_lag{topic="payments"} 3
 antidote_healthy_lag{topic="refunds"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "antidote_healthy_lag"); err != nil {
+		t.Fatal(err)
+	}
+	parts := `
+# HELP antidote_topic_partitions Partitions of a source topic of a consumer group, from the metadata (read every 5 s): more members than that leave some idle, so an autoscaler caps replicas at it. Absent for a share group.
+# TYPE antidote_topic_partitions gauge
+antidote_topic_partitions{topic="orders"} 4
+antidote_topic_partitions{topic="payments"} 2
+antidote_topic_partitions{topic="refunds"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(parts), "antidote_topic_partitions"); err != nil {
 		t.Fatal(err)
 	}
 	// The per-partition lag still shows every partition, stuck and tier ones included.
