@@ -9,6 +9,7 @@ require (
 	github.com/antidote-kafka/antidote/serde/avro v0.1.0
 	github.com/antidote-kafka/antidote/serde/jsonschema v0.1.0
 	github.com/antidote-kafka/antidote/serde/protobuf v0.1.0
+	github.com/bufbuild/protocompile v0.14.1
 	github.com/goccy/go-yaml v1.19.2
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/prometheus/client_golang v1.25.0
@@ -35,7 +36,6 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/bufbuild/protocompile v0.14.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -374,6 +374,20 @@ func TestProtobufFormatConfig(t *testing.T) {
 	if _, err := parseRunFile("f.yaml", []byte(strings.Replace(base, "MSG", "acme.v1.Order_2", 1)), nil, nil); err != nil {
 		t.Errorf("a valid protobuf pipeline: %v", err)
 	}
+	for msg, want := range map[string]string{
+		"acme.Order": "protobuf (message acme.Order, sent as JSON)",
+		"":           "protobuf (any message, sent as JSON)",
+	} {
+		yaml := strings.Replace(base, "MSG", msg, 1)
+		if msg == "" {
+			yaml = strings.Replace(base, ", message: MSG", "", 1)
+		}
+		file := clitest.WriteFile(t, "proto.yaml", yaml)
+		code, out, errOut := runCmd(t, "run", "--check", "-c", file)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("--check with message %q: exit %d, want %q in\n%s%s", msg, code, want, out, errOut)
+		}
+	}
 }
 
 // TestTopicPatternRunConfig: topic-pattern replaces topics, is checked, and

@@ -33,6 +33,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -164,7 +165,7 @@ func bench(brokers, topic string, records, partitions, valueSize, rounds int, fo
 		url = "http://" + ln.Addr().String()
 	}
 
-	var rates = map[string][]float64{}
+	var rates, cpus = map[string][]float64{}, map[string][]float64{}
 	var ratios []float64
 	for round := 1; round <= rounds; round++ {
 		for _, which := range []string{"bare", "antidote"} {
@@ -227,6 +228,7 @@ pipelines:
 			if st := cmd.ProcessState; st != nil {
 				cpu = st.UserTime() + st.SystemTime()
 			}
+			cpus[which] = append(cpus[which], float64(cpu.Nanoseconds())/1e3/float64(records))
 			fmt.Printf("round %d %-8s %8.0f records/s  (%v in all with start and join, %v CPU, %.1f µs CPU/record)\n",
 				round, which, r, time.Since(start).Round(time.Millisecond), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(records))
 		}
@@ -237,6 +239,7 @@ pipelines:
 		sort.Float64s(s)
 		return s[len(s)/2]
 	}
+	spread := func(xs []float64) (lo, hi float64) { return slices.Min(xs), slices.Max(xs) }
 	verdict := "PASS"
 	if med(ratios) < 0.8 {
 		verdict = "MISS"
@@ -246,8 +249,13 @@ pipelines:
 		into = "OpenSearch at " + search
 	}
 	fmt.Printf("\n%d records of %d bytes, %d partitions, format %s, into %s, %d rounds\n", records, valueSize, partitions, format, into, rounds)
-	fmt.Printf("bare franz-go  median %8.0f records/s\n", med(rates["bare"]))
-	fmt.Printf("antidote run   median %8.0f records/s\n", med(rates["antidote"]))
+	for _, w := range []string{"bare", "antidote"} {
+		name := map[string]string{"bare": "bare franz-go", "antidote": "antidote run"}[w]
+		rlo, rhi := spread(rates[w])
+		clo, chi := spread(cpus[w])
+		fmt.Printf("%-14s median %8.0f records/s (%.0f to %.0f), CPU %.1f µs/record (%.1f to %.1f)\n", name, med(rates[w]), rlo, rhi, med(cpus[w]), clo, chi)
+	}
+	fmt.Printf("CPU per record  median ratio antidote/bare %.2f\n", med(cpus["antidote"])/med(cpus["bare"]))
 	sort.Float64s(ratios)
 	fmt.Printf("ratio          median %.2f (min %.2f, max %.2f), target >= 0.80: %s\n", med(ratios), ratios[0], ratios[len(ratios)-1], verdict)
 	return nil
