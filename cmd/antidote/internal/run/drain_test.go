@@ -206,3 +206,87 @@ func TestWatchInterrupts(t *testing.T) {
 	<-returned2
 	close(done)
 }
+
+// TestIntegrationRunExactlyOnceKilled: an exactly-once pipeline killed
+// (SIGKILL) mid-way and started again forwards every record once, as a
+// read_committed reader sees the output: the transaction cut by the kill
+// is aborted by the next instance, and its records are read again from the
+// offsets committed with the last transaction that completed. The second
+// run waits for the killed member's session to time out (45 s). It runs on
+// kfake only: consumer's TestIntegrationExactlyOnceKill runs on the broker.
+func TestIntegrationRunExactlyOnceKilled(t *testing.T) {
+	c := kafkatest.New(t)
+	if c.Real() {
+		t.Skip("the daemon's wiring is checked on kfake; consumer's TestIntegrationExactlyOnceKill runs on the broker")
+	}
+	bin := buildAntidote(t)
+	src := c.Topic(t, "run-eos-kill", 2)
+	out := c.Topic(t, "run-eos-kill-out", 2)
+	group := kafkatest.UniqueName("run-eos-kill")
+	const n = 20000
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Topic: src, Key: []byte(strconv.Itoa(i % 13)), Value: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	kafkatest.Produce(t, c.Client(t), rs...)
+	file := clitest.WriteFile(t, "eos.yaml", fmt.Sprintf(`kafka:
+  brokers: [%s]
+pipelines:
+  - name: eos
+    topics: [%s]
+    group: %s
+    value: {format: json}
+    sink:
+      kafka: {topic: %s, value: decoded, exactly-once: {transactional-id: %s, max-records: 50, interval: 20ms}}
+`, strings.Join(c.Brokers(), ", "), src, group, out, kafkatest.UniqueName("eos-kill-txn")))
+	adm := kadm.NewClient(c.Client(t))
+	start := func() (*exec.Cmd, *clitest.SyncBuffer) {
+		var stderr clitest.SyncBuffer
+		cmd := exec.Command(bin, "run", "-c", file)
+		cmd.Stderr, cmd.Stdout = &stderr, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, &stderr
+	}
+	// Killed as soon as the output has records, committed or not: before
+	// the source is all read, with a transaction open.
+	watch := c.Client(t, kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	first, logs := start()
+	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer wcancel()
+	for len(watch.PollFetches(wctx).Records()) == 0 {
+		if wctx.Err() != nil {
+			t.Fatalf("no record forwarded in 2 minutes\n%s", logs.String())
+		}
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if behind := uncommitted(t, adm, group, src); len(behind) == 0 {
+		t.Fatalf("the first run committed everything before it was killed: the test needs more records\n%s", logs.String())
+	}
+	second, logs := start()
+	clitest.WaitFor(t, 60*time.Second, "the second run ready", func() bool { return strings.Contains(logs.String(), "pipeline ready") }, logs.String)
+	waitCommittedAtEnd(t, c, group, logs.String, src)
+	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Fatalf("the second run: %v\n%s", err, logs.String())
+	}
+	seen := map[string]int{}
+	for _, r := range readCommitted(t, c, out, n, logs.String) {
+		seen[string(r.Value)]++
+	}
+	for _, r := range rs {
+		if k := seen[string(r.Value)]; k != 1 {
+			t.Errorf("%s forwarded %d times, want once", r.Value, k)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct records in the output, want %d", len(seen), n)
+	}
+}

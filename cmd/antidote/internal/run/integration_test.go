@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -726,5 +727,60 @@ pipelines:
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("GET /stats with the file's token: %d", resp.StatusCode)
+	}
+}
+
+// TestIntegrationRunTopicPattern: a pipeline with topic-pattern reads the
+// matching topics there are, and one created while it runs; a topic that
+// does not match, and the pipeline's own dead-letter topic, are not read.
+func TestIntegrationRunTopicPattern(t *testing.T) {
+	c := kafkatest.New(t)
+	prefix := kafkatest.UniqueName("pat")
+	first := c.Topic(t, prefix+".orders", 1)
+	other := c.Topic(t, kafkatest.UniqueName("other"), 1)
+	out := c.Topic(t, kafkatest.UniqueName("pat-out"), 1)
+	cl := c.Client(t)
+	produce := func(topic string, vs ...string) {
+		t.Helper()
+		for _, v := range vs {
+			kafkatest.Produce(t, cl, &kgo.Record{Topic: topic, Value: []byte(v)})
+		}
+	}
+	produce(first, `{"n":1}`, "not json")
+	produce(other, `{"n":99}`)
+	group := kafkatest.UniqueName("pattern")
+	file := clitest.WriteFile(t, "run.yaml", fmt.Sprintf(`kafka:
+  brokers: [%s]
+pipelines:
+  - name: pattern
+    topic-pattern: '%s\..*'
+    topic-refresh: 1s
+    group: %s
+    value: {format: json}
+    sink:
+      kafka: {topic: %s}
+`, strings.Join(c.Brokers(), ", "), regexp.QuoteMeta(prefix), group, out))
+	stop, logs := startRun(t, file)
+	adm := kadm.NewClient(c.Client(t))
+	clitest.WaitFor(t, 60*time.Second, "the first topic's record forwarded and its pill dead-lettered", func() bool {
+		return countTopic(t, adm, out) >= 1 && countTopic(t, adm, first+".dlq") >= 1
+	}, logs.String)
+	second := c.Topic(t, prefix+".refunds", 1)
+	produce(second, `{"n":2}`)
+	clitest.WaitFor(t, 60*time.Second, "the record of the topic created while running", func() bool { return countTopic(t, adm, out) >= 2 }, logs.String)
+	waitCommittedAtEnd(t, c, group, logs.String, first, second)
+	if code, o := stop(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, o)
+	}
+	var got []string
+	for _, r := range readAll(t, c, out) {
+		got = append(got, string(r.Value))
+	}
+	sort.Strings(got)
+	if want := []string{`{"n":1}`, `{"n":2}`}; !slices.Equal(got, want) {
+		t.Errorf("forwarded %q, want %q (nothing of %s, nothing read back from the dead-letter topic)", got, want, other)
+	}
+	if n := countTopic(t, adm, first+".dlq"); n != 1 {
+		t.Errorf("%d letters, want the one pill once", n)
 	}
 }
