@@ -54,9 +54,11 @@ ls, show and redrive, like any other dead letter.
 
 Kafka takes a commit from outside a group only while the group has no
 members, so stop the group's consumers first: rescue refuses while the group
-has members (--force tries anyway; the broker then refuses the commit, and
-the copy has been written). With --transactional the copy and the commit are
-one transaction: both happen, or neither.
+has members. --force names them and tries anyway: the broker then refuses a
+plain commit, after the copy has been written. With --transactional the copy
+and the commit are one transaction: both happen, or neither; Kafka takes a
+transaction's offsets for a group with members, and a member that commits
+its own offset afterwards moves the group back onto the record.
 
 --offset names the record when the group has no committed offset for the
 partition; with one, it must be the committed offset (the record the group
@@ -114,7 +116,7 @@ not decode is shown as it is, with why: the rescue goes on.`,
 	fl.StringVar(&f.dlq, "dlq-topic", "", "the dead-letter topic to copy the record into (default TOPIC.dlq)")
 	fl.StringVar(&f.who, "who", "", "who asks, written into the letter (default $USER)")
 	fl.StringVar(&f.registry, "registry", "", "schema registry URL: show a key and value in its wire format (Avro, JSON Schema, Protobuf) decoded")
-	fl.BoolVar(&f.force, "force", false, "go on although the group has members")
+	fl.BoolVar(&f.force, "force", false, "go on although the group has members (the broker then refuses a plain commit)")
 	fl.BoolVar(&f.txn, "transactional", false, "write the copy and commit the offset in one transaction")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation")
 	_ = cmd.RegisterFlagCompletionFunc("topic", cli.CompleteTopics)
@@ -148,7 +150,7 @@ func rescue(cmd *cobra.Command, f rescueFlags) error {
 	actx, cancel := context.WithTimeout(ctx, g.Timeout)
 	defer cancel()
 
-	if err := checkIdle(actx, adm, f); err != nil {
+	if err := checkIdle(actx, cmd.ErrOrStderr(), adm, f); err != nil {
 		return err
 	}
 	committed, err := committedOffset(actx, adm, f.group, f.topic, f.partition)
@@ -213,8 +215,9 @@ func rescue(cmd *cobra.Command, f rescueFlags) error {
 }
 
 // checkIdle refuses a group with members unless --force: Kafka takes a
-// commit from outside a group only while it is empty.
-func checkIdle(ctx context.Context, adm *kadm.Client, f rescueFlags) error {
+// commit from outside a group only while it is empty. With --force it
+// names the members on warn and goes on.
+func checkIdle(ctx context.Context, warn io.Writer, adm *kadm.Client, f rescueFlags) error {
 	groups, err := adm.DescribeGroups(ctx, f.group)
 	if err != nil {
 		return fmt.Errorf("describing group %q: %w", f.group, err)
@@ -234,6 +237,8 @@ func checkIdle(ctx context.Context, adm *kadm.Client, f rescueFlags) error {
 		who = append(who, cli.Safe(m.ClientID)+"@"+cli.Safe(m.ClientHost))
 	}
 	if f.force {
+		fmt.Fprintf(warn, "warning: group %q has %d members (%s): going on (--force); the broker refuses a plain commit while it has them\n",
+			f.group, len(d.Members), strings.Join(who, ", "))
 		return nil
 	}
 	return fmt.Errorf("group %q has %d members (%s): Kafka takes a commit from outside a group only while it has none; stop its consumers, then rescue (--force tries anyway)",
