@@ -1,11 +1,3 @@
-// Command antidote is the operations tool of Antidote: a zero-setup demo of a
-// poison-pill-proof consumer, dead-letter tooling, a web console for dead
-// letters, a poison-pill generator to test any consumer, and antidote run,
-// which runs poison-pill-safe consumers from a YAML file and hands their
-// records to an HTTP service or a topic.
-//
-// Exit codes: 0 success, 1 failure, 2 usage error (unknown command or flag,
-// bad flag value, missing argument), 130 interrupted.
 package main
 
 import (

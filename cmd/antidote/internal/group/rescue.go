@@ -18,9 +18,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/framed"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/serde/registry"
 )
 
 // rescueFlags are the flags of group rescue.
@@ -29,6 +31,8 @@ type rescueFlags struct {
 	partition              int32
 	offset                 int64
 	force, txn, yes        bool
+	registry               string
+	dec                    *framed.Decoder // of --registry, or nil
 }
 
 func newRescueCmd() *cobra.Command {
@@ -50,9 +54,11 @@ ls, show and redrive, like any other dead letter.
 
 Kafka takes a commit from outside a group only while the group has no
 members, so stop the group's consumers first: rescue refuses while the group
-has members (--force tries anyway; the broker then refuses the commit, and
-the copy has been written). With --transactional the copy and the commit are
-one transaction: both happen, or neither.
+has members. --force names them and tries anyway: the broker then refuses a
+plain commit, after the copy has been written. With --transactional the copy
+and the commit are one transaction: both happen, or neither; Kafka takes a
+transaction's offsets for a group with members, and a member that commits
+its own offset afterwards moves the group back onto the record.
 
 --offset names the record when the group has no committed offset for the
 partition; with one, it must be the committed offset (the record the group
@@ -63,9 +69,13 @@ it is missing, with the source topic's partition count. The copy goes to the
 record's own partition when the dead-letter topic has it.
 
 It shows what it will do and asks for confirmation on a terminal; elsewhere
-it needs --yes.`,
+it needs --yes. A key or value in the schema registry's wire format (magic
+byte 0, schema id) is shown with its schema id; with --registry, decoded
+into JSON with its schema (Avro, JSON Schema, Protobuf). A record that does
+not decode is shown as it is, with why: the rescue goes on.`,
 		Example: `  antidote group rescue --group payments --topic orders --partition 3
-  antidote group rescue --group payments --topic orders --partition 3 --transactional --yes --who alice`,
+  antidote group rescue --group payments --topic orders --partition 3 --transactional --yes --who alice
+  antidote group rescue --group payments --topic orders --partition 3 --registry http://localhost:8081`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.group == "" || f.topic == "" || !cmd.Flags().Changed("partition") {
@@ -86,6 +96,15 @@ it needs --yes.`,
 			if f.who == "" {
 				f.who = os.Getenv("USER")
 			}
+			if f.registry != "" {
+				reg, err := registry.New(f.registry)
+				if err != nil {
+					return cli.Usagef("--registry %q: %v", f.registry, err)
+				}
+				if f.dec, err = framed.New(reg); err != nil {
+					return err
+				}
+			}
 			return rescue(cmd, f)
 		},
 	}
@@ -96,7 +115,8 @@ it needs --yes.`,
 	fl.Int64Var(&f.offset, "offset", 0, "the record to rescue (default: the group's committed offset)")
 	fl.StringVar(&f.dlq, "dlq-topic", "", "the dead-letter topic to copy the record into (default TOPIC.dlq)")
 	fl.StringVar(&f.who, "who", "", "who asks, written into the letter (default $USER)")
-	fl.BoolVar(&f.force, "force", false, "go on although the group has members")
+	fl.StringVar(&f.registry, "registry", "", "schema registry URL: show a key and value in its wire format (Avro, JSON Schema, Protobuf) decoded")
+	fl.BoolVar(&f.force, "force", false, "go on although the group has members (the broker then refuses a plain commit)")
 	fl.BoolVar(&f.txn, "transactional", false, "write the copy and commit the offset in one transaction")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation")
 	_ = cmd.RegisterFlagCompletionFunc("topic", cli.CompleteTopics)
@@ -130,7 +150,7 @@ func rescue(cmd *cobra.Command, f rescueFlags) error {
 	actx, cancel := context.WithTimeout(ctx, g.Timeout)
 	defer cancel()
 
-	if err := checkIdle(actx, adm, f); err != nil {
+	if err := checkIdle(actx, cmd.ErrOrStderr(), adm, f); err != nil {
 		return err
 	}
 	committed, err := committedOffset(actx, adm, f.group, f.topic, f.partition)
@@ -152,7 +172,9 @@ func rescue(cmd *cobra.Command, f rescueFlags) error {
 		return err
 	}
 	if !g.JSON() {
-		show(w, f, rec)
+		dctx, dcancel := context.WithTimeout(ctx, g.Timeout)
+		show(dctx, w, f, rec)
+		dcancel()
 	}
 	if !f.yes {
 		ok, err := cli.Confirm(cmd.InOrStdin(), w, fmt.Sprintf("copy it into %s and commit offset %d for group %s? [y/N] ", f.dlq, off+1, f.group), "rescue")
@@ -193,8 +215,9 @@ func rescue(cmd *cobra.Command, f rescueFlags) error {
 }
 
 // checkIdle refuses a group with members unless --force: Kafka takes a
-// commit from outside a group only while it is empty.
-func checkIdle(ctx context.Context, adm *kadm.Client, f rescueFlags) error {
+// commit from outside a group only while it is empty. With --force it
+// names the members on warn and goes on.
+func checkIdle(ctx context.Context, warn io.Writer, adm *kadm.Client, f rescueFlags) error {
 	groups, err := adm.DescribeGroups(ctx, f.group)
 	if err != nil {
 		return fmt.Errorf("describing group %q: %w", f.group, err)
@@ -214,6 +237,8 @@ func checkIdle(ctx context.Context, adm *kadm.Client, f rescueFlags) error {
 		who = append(who, cli.Safe(m.ClientID)+"@"+cli.Safe(m.ClientHost))
 	}
 	if f.force {
+		fmt.Fprintf(warn, "warning: group %q has %d members (%s): going on (--force); the broker refuses a plain commit while it has them\n",
+			f.group, len(d.Members), strings.Join(who, ", "))
 		return nil
 	}
 	return fmt.Errorf("group %q has %d members (%s): Kafka takes a commit from outside a group only while it has none; stop its consumers, then rescue (--force tries anyway)",
@@ -319,14 +344,53 @@ func readAt(ctx context.Context, cl *kgo.Client, adm *kadm.Client, timeout time.
 	}
 }
 
-// show prints the record to rescue, its bytes made harmless.
-func show(w io.Writer, f rescueFlags, r *kgo.Record) {
+// show prints the record to rescue, its bytes made harmless; a key or
+// value in the registry's wire format with its schema id, and decoded with
+// --registry. ctx bounds the registry requests.
+func show(ctx context.Context, w io.Writer, f rescueFlags, r *kgo.Record) {
 	fmt.Fprintf(w, "group %s is at %s partition %d offset %d:\n", f.group, f.topic, r.Partition, r.Offset)
 	fmt.Fprintf(w, "  timestamp  %s\n", r.Timestamp.UTC().Format(deadletter.TimeLayout))
-	fmt.Fprintf(w, "  key        %s\n", preview(r.Key))
-	fmt.Fprintf(w, "  value      %s (%d bytes)\n", preview(r.Value), len(r.Value))
+	showBytes(ctx, w, f.dec, "key", r.Key, false)
+	showBytes(ctx, w, f.dec, "value", r.Value, true)
 	for _, h := range r.Headers {
 		fmt.Fprintf(w, "  header     %s: %s\n", cli.Safe(h.Key), preview(h.Value))
+	}
+}
+
+// maxDecoded is how much of a decoded key or value show prints, in runes.
+const maxDecoded = 1000
+
+// showBytes prints a key or value (size: with its length) on one line. In
+// the registry's wire format it is decoded when dec is not nil; when it is
+// nil or the bytes do not decode, the line shows the schema id and the
+// preview of the payload, and a second line says why it is not decoded.
+func showBytes(ctx context.Context, w io.Writer, dec *framed.Decoder, name string, b []byte, size bool) {
+	var notes []string
+	id, ok := framed.SchemaID(b)
+	shown := preview(b)
+	var why error
+	switch {
+	case !ok:
+	case dec == nil:
+		shown = fmt.Sprintf("schema id %d: %s", id, preview(framed.Payload(b)))
+	default:
+		v, err := dec.Decode(ctx, b)
+		if err != nil {
+			shown, why = fmt.Sprintf("schema id %d: %s", id, preview(framed.Payload(b))), err
+			break
+		}
+		shown = cli.Safe(cli.Clip(v.JSON, maxDecoded))
+		notes = append(notes, v.Format+", schema id "+strconv.Itoa(id))
+	}
+	if size {
+		notes = append(notes, strconv.Itoa(len(b))+" bytes")
+	}
+	if len(notes) > 0 {
+		shown += " (" + strings.Join(notes, ", ") + ")"
+	}
+	fmt.Fprintf(w, "  %-10s %s\n", name, shown)
+	if why != nil {
+		fmt.Fprintf(w, "  %-10s not decoded: %s\n", "", cli.Safe(cli.Clip(why.Error(), 300)))
 	}
 }
 

@@ -197,6 +197,75 @@ func TestIntegrationGroupRescueRefusesMembers(t *testing.T) {
 	}
 }
 
+// joinMember makes a member of group that consumes topic and commits
+// nothing, and waits until the group has it.
+func joinMember(t *testing.T, c *kafkatest.Cluster, group, topic string) {
+	t.Helper()
+	member := c.Client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID("billing-worker"), kgo.DisableAutoCommit())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kafkatest.WaitFor(t, 30*time.Second, "the member joined", func() bool {
+		member.PollRecords(ctx, 1)
+		gs, err := kadm.NewClient(c.Client(t)).DescribeGroups(ctx, group)
+		return err == nil && len(gs[group].Members) == 1 && gs[group].State == "Stable"
+	})
+}
+
+// TestIntegrationGroupRescueForce: --force goes on although the group has
+// a member, and says so. A plain rescue writes the copy, then the broker
+// refuses the commit: the error says where the copy is, and the group is
+// still at the pill. A transactional one keeps its promise: the copy and
+// the commit both happen, or neither.
+func TestIntegrationGroupRescueForce(t *testing.T) {
+	c := kafkatest.New(t)
+	t.Run("plain", func(t *testing.T) {
+		topic, group := stuckGroup(t, c)
+		joinMember(t, c, group, topic)
+		code, out, errOut := runCmd(t, "group", "rescue", "--brokers", strings.Join(c.Brokers(), ","), "--group", group,
+			"--topic", topic, "--partition", "0", "--who", "alice", "--yes", "--force")
+		if code != 1 {
+			t.Fatalf("rescue --force of a group with a member: exit %d, want 1 (the commit refused)\nstdout %s\nstderr %s", code, out, errOut)
+		}
+		if !strings.Contains(out, "group "+group+" is at "+topic+" partition 0 offset 1:") {
+			t.Errorf("the record is not shown: %q", out)
+		}
+		warning, rest, _ := strings.Cut(errOut, "\n")
+		if !strings.Contains(warning, `warning: group "`+group+`" has 1 members (billing-worker@`) || !strings.Contains(warning, "going on (--force)") {
+			t.Errorf("first stderr line %q: want a warning naming the member", warning)
+		}
+		clitest.CheckOneLineError(t, code, 1, rest, "the copy is at "+topic+".dlq partition 0 offset 0, but committing offset 2 for group "+group+" failed")
+		if at := committedAt(t, c, group, topic); at != 1 {
+			t.Errorf("group %s committed %d after the refused commit; want still 1", group, at)
+		}
+		letters := readLetters(t, c, topic+".dlq")
+		if len(letters) != 1 {
+			t.Fatalf("%d letters in %s; want the copy written before the commit", len(letters), topic+".dlq")
+		}
+		checkLetter(t, letters[0], topic, group)
+	})
+	t.Run("transactional", func(t *testing.T) {
+		topic, group := stuckGroup(t, c)
+		joinMember(t, c, group, topic)
+		code, out, errOut := runCmd(t, "group", "rescue", "--brokers", strings.Join(c.Brokers(), ","), "--group", group,
+			"--topic", topic, "--partition", "0", "--who", "alice", "--yes", "--force", "--transactional")
+		if !strings.Contains(errOut, "going on (--force)") {
+			t.Errorf("stderr %q: want the warning", errOut)
+		}
+		at := committedAt(t, c, group, topic)
+		letters := readLetters(t, c, topic+".dlq")
+		switch {
+		case code == 0 && at == 2 && len(letters) == 1:
+			checkLetter(t, letters[0], topic, group)
+		case code == 1 && at == 1 && len(letters) == 0:
+			if !strings.Contains(errOut, "the transaction was aborted") {
+				t.Errorf("stderr %q: want that the transaction was aborted", errOut)
+			}
+		default:
+			t.Errorf("exit %d, group at %d, %d letters: want both the copy and the commit, or neither\nstdout %s\nstderr %s", code, at, len(letters), out, errOut)
+		}
+	})
+}
+
 // TestIntegrationGroupRescueUsage: what is missing or wrong is a usage
 // error that says so.
 func TestIntegrationGroupRescueUsage(t *testing.T) {

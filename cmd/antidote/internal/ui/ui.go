@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,13 +16,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hamba/avro/v2"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/antidote-kafka/antidote/admin"
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/framed"
 	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/serde/registry"
 )
@@ -58,7 +56,8 @@ and session cookies crossing the network in the clear). The login page asks
 for a token: --token, else the environment variable ` + admin.EnvToken + `
 (the admin API's, so that one token opens both), else a random one printed at
 start.
---registry decodes Avro keys and values through a schema registry;
+--registry decodes keys and values in the schema registry's wire format
+(Avro, JSON Schema, Protobuf) with their schemas from the registry;
 --hide-values shows keys and values as their size and SHA-256 only.
 
 With --oidc-issuer, the login page also logs in through an OpenID Connect
@@ -115,7 +114,14 @@ action is in the audit log (its page, /audit.json, and the log).`,
 				if err != nil {
 					return cli.Usagef("--registry %q: %v", registryURL, err)
 				}
-				cfg.Decode = avroJSON(reg)
+				dec, err := framed.New(reg)
+				if err != nil {
+					return err
+				}
+				cfg.Decode = func(ctx context.Context, _ string, _ bool, b []byte) (string, error) {
+					v, err := dec.Decode(ctx, b)
+					return v.JSON, err
+				}
 			}
 			from := "--token"
 			if token == "" {
@@ -158,7 +164,7 @@ action is in the audit log (its page, /audit.json, and the log).`,
 	fs.StringVar(&keyFile, "https-key", "", "PEM file of the key of --https-cert")
 	fs.StringVar(&token, "token", "", "the token the login page asks for (env "+admin.EnvToken+"; default a random one, printed)")
 	fs.StringSliceVar(&topics, "topic", nil, "dead-letter topics to list (default: the context's topic, else every topic named like one)")
-	fs.StringVar(&registryURL, "registry", "", "schema registry URL: show Avro keys and values decoded")
+	fs.StringVar(&registryURL, "registry", "", "schema registry URL: show keys and values in its wire format (Avro, JSON Schema, Protobuf) decoded")
 	fs.BoolVar(&hideValues, "hide-values", false, "show keys, values and original header values as size and SHA-256 only")
 	fs.StringVar(&publicURL, "url", "", "the console's URL as browsers reach it, such as https://antidote.example:9443/ (default: from each request's Host)")
 	oc.add(fs)
@@ -212,38 +218,4 @@ func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
 		return err
 	}
 	return nil
-}
-
-// avroJSON decodes Confluent-framed Avro (0x00, a 4-byte schema id, the
-// payload) into JSON with the writer's schema from the registry.
-func avroJSON(reg *registry.Registry) console.DecodeFunc {
-	return func(ctx context.Context, _ string, _ bool, b []byte) (string, error) {
-		if len(b) < 5 || b[0] != 0 {
-			return "", errors.New("not Confluent-framed (no magic byte 0)")
-		}
-		id := int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4])
-		s, err := reg.Schema(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		if s.Type != sr.TypeAvro {
-			return "", fmt.Errorf("schema %d is %s, not Avro", id, s.Type)
-		}
-		sch, err := avro.Parse(s.Schema)
-		if err != nil {
-			return "", fmt.Errorf("schema %d: %w", id, err)
-		}
-		var v any
-		if err := avro.Unmarshal(sch, b[5:], &v); err != nil {
-			return "", fmt.Errorf("schema %d: %w", id, err)
-		}
-		// The console escapes what it shows: no \u003c here.
-		var j strings.Builder
-		enc := json.NewEncoder(&j)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil {
-			return "", err
-		}
-		return strings.TrimSpace(j.String()), nil
-	}
 }
