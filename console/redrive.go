@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -265,6 +266,9 @@ func (js *jobs) start(h *Handler, cfg deadletter.RedriveConfig, remote string) (
 	cfg.Filter = cfg.Filter.At(j.Started)
 	j.cfg = cfg
 	cfg.Progress = func(r deadletter.RedriveResult) {
+		// The redrive goes on counting in these while the job's page
+		// reads them.
+		r.Targets, r.Refusals = maps.Clone(r.Targets), slices.Clip(r.Refusals)
 		j.mu.Lock()
 		j.res = r
 		j.mu.Unlock()
