@@ -22,11 +22,13 @@ type AuditEntry struct {
 	Who    string    `json:"who"`
 	Role   Role      `json:"role"`
 	Remote string    `json:"remote"`
-	// Action is the route's name: redrive, redrive-stop, retry, skip,
-	// dead-letter, pause, resume, flood-resume.
+	// Action is the route's name: redrive, redrive-stop, purge, retry,
+	// skip, dead-letter, pause, resume, flood-resume.
 	Action string `json:"action"`
 	// Target is what it acted on: the consumer, topic, partition and
-	// offset, the redrive's topic and scope.
+	// offset, the redrive's topic and scope; for a purge, the redrive and
+	// the offsets its plan deletes below (the Result says what was
+	// deleted).
 	Target string `json:"target"`
 	// Status is the HTTP status of the answer; Result is "ok", or why
 	// the action failed or was refused.
@@ -158,6 +160,7 @@ func auditTarget(r *http.Request) string {
 	for _, k := range []string{"topic", "partition", "offset", "enabled", "action", "scope"} {
 		add(k, r.PostForm.Get(k))
 	}
+	add("below", strings.Join(r.PostForm["below"], " "))
 	return strings.Join(parts, ", ")
 }
 

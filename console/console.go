@@ -112,8 +112,9 @@ type Config struct {
 	// keeps 120 samples), and how often that page refreshes itself when
 	// asked. Optional; default [DefaultLiveEvery].
 	LiveEvery time.Duration
-	// Logger receives a line for every action (redrive, kill switch,
-	// skip, pause) and every refused login, with the remote address.
+	// Logger receives a line for every action (redrive, purge, kill
+	// switch, skip, pause) and every refused login, with the remote
+	// address.
 	// Optional; default slog.Default().
 	Logger *slog.Logger
 }
@@ -320,6 +321,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST "+p+"topics/{topic}/redrive", h.operator("redrive", h.redrive))
 	m.HandleFunc("GET "+p+"jobs/{id}", h.auth(h.jobPage))
 	m.HandleFunc("POST "+p+"jobs/{id}/stop", h.operator("redrive-stop", h.stopJob))
+	m.HandleFunc("GET "+p+"jobs/{id}/purge", h.auth(h.purgePage))
+	m.HandleFunc("POST "+p+"jobs/{id}/purge", h.operator("purge", h.purge))
 	m.HandleFunc("GET "+p+"consumers/{name}", h.auth(h.consumerPage))
 	m.HandleFunc("POST "+p+"consumers/{name}/retry", h.operator("retry", h.setRetry))
 	m.HandleFunc("POST "+p+"consumers/{name}/skip", h.operator("skip", h.skip))

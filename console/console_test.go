@@ -35,18 +35,10 @@ func letters(t *testing.T, n int) (*kafkatest.Cluster, string) {
 		}
 		f := &deadletter.Failure{Stage: stage, Reason: deadletter.ReasonPermanent, Class: "permanent", ErrorType: "*errors.errorString", Message: msg,
 			Topic: "orders", Partition: 0, Offset: int64(i), Group: "g", Attempts: 1, First: time.Now(), Last: time.Now()}
-		rs = append(rs, &kgo.Record{Topic: dlq, Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf(`{"id":%d}`, i)), Headers: kgoHeaders(f.AppendHeaders(nil))})
+		rs = append(rs, &kgo.Record{Topic: dlq, Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf(`{"id":%d}`, i)), Headers: kafkatest.Headers(f.AppendHeaders(nil))})
 	}
 	kafkatest.Produce(t, cl, rs...)
 	return c, dlq
-}
-
-func kgoHeaders(hs []deadletter.Header) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, len(hs))
-	for i, h := range hs {
-		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-	}
-	return out
 }
 
 func newServer(t *testing.T, c *kafkatest.Cluster, cfg console.Config) string {

@@ -3,9 +3,10 @@
 // time by reason, stage or class, the top errors, and a table that pages and
 // filters as antidote dlq ls does; one letter with its failure in plain
 // words, its original coordinates, key, value and headers; redrive of picked
-// letters or of a filter, with a dry run first; and, for running consumers,
-// their partitions (state, stuck since, lag), the retry kill switch, skip of
-// a stuck record or its dead letter, pause and resume, and the flood guard.
+// letters or of a filter, with a dry run first, and the purge of the letters
+// a redrive redrove; and, for running consumers, their partitions (state,
+// stuck since, lag), the retry kill switch, skip of a stuck record or its
+// dead letter, pause and resume, and the flood guard.
 //
 // It is a plain [http.Handler] built by [New] from the standard library,
 // franz-go and the deadletter and admin packages. Pages are rendered on the
@@ -51,8 +52,8 @@
 // ten minutes, the state bound to the browser by a cookie and accepted
 // once. Its users are viewers or operators ([Role]); the token's callers
 // are operators. A viewer reads every page; every operator action
-// (redrive, stop a redrive, the kill switch, skip, dead-letter, pause,
-// resume, the flood guard) is greyed out in their pages and answered 403
+// (redrive, stop a redrive, purge, the kill switch, skip, dead-letter,
+// pause, resume, the flood guard) is greyed out in their pages and answered 403
 // with why. Each operator action, and each refused try, is kept in an
 // audit log of the last [Config.AuditSize] ([AuditEntry]: who, role,
 // what, on what, when, the result), logged at Warn, shown at audit and
@@ -85,4 +86,20 @@
 // so a redrive stopped in one resumes in the other, and the loop guard
 // ([deadletter.RedriveConfig.MaxRedrives]) refuses records redriven too
 // often. Letters picked one by one are [deadletter.RedriveConfig.Letters].
+//
+// # Purge
+//
+// Once a redrive started in the console has finished, its page offers to
+// purge the letters it redrove, as antidote dlq purge --redriven does:
+// [deadletter.RedrivenPrefix] reads each partition from its log start up to
+// the redrive's progress and stops below the first letter the redrive
+// passed over or refused, and Kafka's DeleteRecords deletes the letters
+// below. A page shows the plan first (per partition the offsets deleted,
+// the progress, where it stops and why); its form, confirmed, deletes no
+// more than that plan, and no more than the redrive's letters found again
+// then, so that a letter that was never redriven is never deleted. A
+// redrive whose until is relative to when it ran cannot be purged: a run
+// of it at another time passed over letters it selects. Deleting below an
+// arbitrary offset, or everything, is left to antidote dlq purge --offset
+// and --all.
 package console

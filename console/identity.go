@@ -9,8 +9,8 @@ import (
 type Role string
 
 // The roles. A viewer reads every page; an operator also acts: redrive,
-// stop a redrive, the retry kill switch, skip, dead-letter, pause, resume,
-// the flood guard. The token's callers (its login, and scripts with
+// stop a redrive, purge the letters of a redrive, the retry kill switch,
+// skip, dead-letter, pause, resume, the flood guard. The token's callers (its login, and scripts with
 // "Authorization: Bearer") are operators.
 const (
 	RoleViewer   Role = "viewer"

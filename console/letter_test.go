@@ -21,7 +21,7 @@ func oneLetter(t *testing.T, v []byte) (*kafkatest.Cluster, string) {
 	dlq := c.Topic(t, "one.dlq", 1)
 	f := &deadletter.Failure{Stage: deadletter.StageDeserializeValue, Reason: deadletter.ReasonPermanent, Class: "permanent",
 		Message: "bad", Topic: "orders", OriginalHeaders: 1}
-	hs := kgoHeaders(f.AppendHeaders([]deadletter.Header{{Key: "email", Value: []byte("ada@example.com")}}))
+	hs := kafkatest.Headers(f.AppendHeaders([]deadletter.Header{{Key: "email", Value: []byte("ada@example.com")}}))
 	kafkatest.Produce(t, c.Client(t, kgo.ProducerBatchMaxBytes(1<<20)), &kgo.Record{Topic: dlq, Key: []byte("customer-42"), Value: v, Headers: hs})
 	return c, dlq
 }

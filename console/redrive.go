@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -152,6 +153,11 @@ type job struct {
 	Group   string
 	Started time.Time
 	Form    string // what was asked, in words
+	// cfg is the redrive as it runs: its Group set, its filter resolved
+	// at Started (what a purge of its letters replays).
+	cfg deadletter.RedriveConfig
+	// relativeUntil: the filter's Until was relative to Started (MinAge).
+	relativeUntil bool
 
 	mu     sync.Mutex
 	res    deadletter.RedriveResult
@@ -170,12 +176,14 @@ type jobView struct {
 	Error                  string
 	Done                   bool
 	Percent                int64
+	// RelativeUntil: its letters cannot be purged (see purgeable).
+	RelativeUntil bool
 }
 
 func (j *job) view() jobView {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	v := jobView{ID: j.ID, Topic: j.Topic, Group: j.Group, Form: j.Form, Started: j.Started, Ended: j.ended, Result: j.res, Done: j.done}
+	v := jobView{ID: j.ID, Topic: j.Topic, Group: j.Group, Form: j.Form, Started: j.Started, Ended: j.ended, Result: j.res, Done: j.done, RelativeUntil: j.relativeUntil}
 	if j.err != nil {
 		v.Error = strings.ReplaceAll(j.err.Error(), "deadletter: ", "")
 	}
@@ -251,9 +259,16 @@ func (js *jobs) start(h *Handler, cfg deadletter.RedriveConfig, remote string) (
 	ctx, cancel := context.WithCancel(context.Background())
 	j := &job{
 		ID: hex.EncodeToString(b[:]), Topic: cfg.Topic, Group: cfg.Group, Started: time.Now(),
-		Form: describe(cfg), cancel: cancel, exited: make(chan struct{}),
+		Form: describe(cfg), relativeUntil: cfg.Filter.MinAge > 0, cancel: cancel, exited: make(chan struct{}),
 	}
+	// Resolved once here, so that a purge knows the time the redrive
+	// selected by.
+	cfg.Filter = cfg.Filter.At(j.Started)
+	j.cfg = cfg
 	cfg.Progress = func(r deadletter.RedriveResult) {
+		// The redrive goes on counting in these while the job's page
+		// reads them.
+		r.Targets, r.Refusals = maps.Clone(r.Targets), slices.Clip(r.Refusals)
 		j.mu.Lock()
 		j.res = r
 		j.mu.Unlock()

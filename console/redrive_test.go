@@ -42,7 +42,7 @@ func TestIntegrationRedriveLoopGuard(t *testing.T) {
 	src := c.Topic(t, "orders-src", 1)
 	cl := c.Client(t, kgo.ProducerLinger(0))
 	f := &deadletter.Failure{Stage: deadletter.StageProcess, Reason: deadletter.ReasonPermanent, Class: "permanent", Message: "looping", Topic: src, OriginalHeaders: 1}
-	hs := kgoHeaders(f.AppendHeaders([]deadletter.Header{{Key: deadletter.HeaderRedriveCount, Value: []byte("3")}}))
+	hs := kafkatest.Headers(f.AppendHeaders([]deadletter.Header{{Key: deadletter.HeaderRedriveCount, Value: []byte("3")}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("again"), Headers: hs})

@@ -184,6 +184,7 @@ func TestRoles(t *testing.T) {
 		"/ui/consumers/orders/flood/resume": {},
 		"/ui/topics/orders.dlq/redrive":     {"action": {"dry-run"}},
 		"/ui/jobs/1/stop":                   {},
+		"/ui/jobs/1/purge":                  {"confirm": {"yes"}, "below": {"0:9"}},
 	}
 	for path, form := range actions {
 		form.Set("csrf", csrf)

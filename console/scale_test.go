@@ -14,6 +14,7 @@ import (
 
 	"github.com/antidote-kafka/antidote/console"
 	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
 )
 
 // TestIntegrationTopicPageScale: the first page of a topic of 50,000
@@ -33,7 +34,7 @@ func TestIntegrationTopicPageScale(t *testing.T) {
 	for i := range n {
 		f := &deadletter.Failure{Stage: deadletter.StageProcess, Reason: deadletter.ReasonPermanent, Class: "permanent",
 			Message: fmt.Sprintf("order %d rejected", i), Topic: "orders", Offset: int64(i)}
-		rs = append(rs, &kgo.Record{Topic: dlq, Value: value, Headers: kgoHeaders(f.AppendHeaders(nil))})
+		rs = append(rs, &kgo.Record{Topic: dlq, Value: value, Headers: kafkatest.Headers(f.AppendHeaders(nil))})
 		if len(rs) == 5000 {
 			if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 				t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"github.com/antidote-kafka/antidote/deadletter"
 )
 
-var pageNames = []string{"login", "error", "topics", "topic", "letter", "dryrun", "job", "consumer", "audit", "signedin"}
+var pageNames = []string{"login", "error", "topics", "topic", "letter", "dryrun", "job", "purge", "consumer", "audit", "signedin"}
 
 // parsePages parses the layout with each page.
 func parsePages(h *Handler) (map[string]*template.Template, error) {

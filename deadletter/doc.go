@@ -113,4 +113,9 @@
 // Kafka transaction ([RedriveTxnOpts]): a crash repeats nothing for a
 // read_committed reader. The group's name derives from the filter's
 // canonical text, so a relative filter run again resumes.
+//
+// After a redrive, [RedrivenPrefix] finds how much of each partition it
+// redrove: the offset below which a purge (Kafka's DeleteRecords, which
+// removes a prefix) deletes only redriven letters, stopping below the
+// first letter the redrive passed over or refused, and why.
 package deadletter

@@ -46,3 +46,9 @@ func quoteValue(v []byte) string {
 // [ScanOpts]). The error wrapping it names each unfinished partition's
 // position and end offset. Nothing is taken for the end.
 var ErrStalled = errors.New("deadletter: scan stalled")
+
+// ErrNoProgress is returned by [RedrivenPrefix] when the redrive's group
+// has committed no progress on the dead-letter topic: no redrive ran with
+// that configuration, so none of its letters is known to be redriven. The
+// error wrapping it names the group and the topic.
+var ErrNoProgress = errors.New("deadletter: the redrive group has no progress on the topic")

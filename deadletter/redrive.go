@@ -115,7 +115,9 @@ type RedriveConfig struct {
 	// IdleTimeout is [ScanConfig.IdleTimeout].
 	IdleTimeout time.Duration
 	// Progress, when set, is called after every letter read, from the
-	// goroutine that called Redrive, with the result so far.
+	// goroutine that called Redrive, with the result so far. Its Targets
+	// and Refusals are the redrive's own, which it goes on changing: copy
+	// them to keep them past the call.
 	Progress func(RedriveResult)
 }
 

@@ -56,7 +56,7 @@ func TestIntegrationRedriveExactlyOnceKill(t *testing.T) {
 	rs := make([]*kgo.Record, n)
 	for i := range rs {
 		rs[i] = &kgo.Record{Topic: dlq, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i)),
-			Headers: kgoHeaders(antidoteLetter(hs{h("n", strconv.Itoa(i))}, src, int32(i%3), int64(i)))}
+			Headers: kafkatest.Headers(antidoteLetter(hs{h("n", strconv.Itoa(i))}, src, int32(i%3), int64(i)))}
 	}
 	kafkatest.Produce(t, cl, rs...)
 

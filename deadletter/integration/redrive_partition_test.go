@@ -36,7 +36,7 @@ func TestIntegrationRedrivePartition(t *testing.T) {
 		if i == 3 {
 			p = 7 // a partition the topic no longer has
 		}
-		rs = append(rs, &kgo.Record{Topic: dlq, Key: []byte(k), Value: []byte(k), Headers: kgoHeaders(antidoteLetter(nil, src, p, int64(i)))})
+		rs = append(rs, &kgo.Record{Topic: dlq, Key: []byte(k), Value: []byte(k), Headers: kafkatest.Headers(antidoteLetter(nil, src, p, int64(i)))})
 	}
 	kafkatest.Produce(t, cl, rs...)
 

@@ -17,14 +17,6 @@ import (
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
 )
 
-func kgoHeaders(in hs) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, len(in))
-	for i, h := range in {
-		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-	}
-	return out
-}
-
 func readAll(t *testing.T, cl *kgo.Client, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -61,7 +53,7 @@ func newFixture(t *testing.T) *fixture {
 	orig := func(i int) hs { return hs{h("trace", fmt.Sprint(i)), {Key: "bin", Value: []byte{0, byte(i), 0xff}}} }
 	var rs []*kgo.Record
 	add := func(value string, headers hs, want hs) {
-		rs = append(rs, &kgo.Record{Topic: fx.dlq, Partition: int32(len(rs) % 2), Key: []byte("key-" + value), Value: []byte(value), Headers: kgoHeaders(headers)})
+		rs = append(rs, &kgo.Record{Topic: fx.dlq, Partition: int32(len(rs) % 2), Key: []byte("key-" + value), Value: []byte(value), Headers: kafkatest.Headers(headers)})
 		if want != nil {
 			fx.want[value] = want
 		}
@@ -201,7 +193,7 @@ func TestIntegrationRedriveLoopGuard(t *testing.T) {
 	cl := c.Client(t, append(deadletter.ScanOpts(), kgo.FetchMaxWait(200*time.Millisecond))...)
 	src, dlq := c.Topic(t, "src", 1), c.Topic(t, "dlq", 1)
 	ctx := context.Background()
-	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("poison"), Headers: kgoHeaders(antidoteLetter(nil, src, 0, 0))})
+	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("poison"), Headers: kafkatest.Headers(antidoteLetter(nil, src, 0, 0))})
 	for round := 1; ; round++ {
 		res, err := deadletter.Redrive(ctx, cl, deadletter.RedriveConfig{Topic: dlq, MaxRedrives: 2, IdleTimeout: 3 * time.Second})
 		if err != nil {
@@ -221,7 +213,7 @@ func TestIntegrationRedriveLoopGuard(t *testing.T) {
 		// headers and all.
 		got := readAll(t, cl, src)
 		last := got[len(got)-1]
-		kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: last.Value, Headers: kgoHeaders(antidoteLetter(hsOf(last.Headers), src, 0, last.Offset))})
+		kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: last.Value, Headers: kafkatest.Headers(antidoteLetter(hsOf(last.Headers), src, 0, last.Offset))})
 	}
 }
 
@@ -255,7 +247,7 @@ func TestIntegrationRedriveUnknownTarget(t *testing.T) {
 	cl := c.Client(t, deadletter.ScanOpts()...)
 	dlq := c.Topic(t, "dlq", 1)
 	missing := kafkatest.UniqueName("missing")
-	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("a"), Headers: kgoHeaders(antidoteLetter(nil, missing, 0, 0))})
+	kafkatest.Produce(t, cl, &kgo.Record{Topic: dlq, Value: []byte("a"), Headers: kafkatest.Headers(antidoteLetter(nil, missing, 0, 0))})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, cfg := range []deadletter.RedriveConfig{{Topic: dlq}, {Topic: dlq, To: missing + "-to"}} {
@@ -281,7 +273,7 @@ func TestIntegrationRedriveRelativeResumes(t *testing.T) {
 	const n = 2000
 	rs := make([]*kgo.Record, n)
 	for i := range rs {
-		rs[i] = &kgo.Record{Topic: dlq, Value: []byte(strconv.Itoa(i)), Headers: kgoHeaders(antidoteLetter(nil, src, 0, int64(i)))}
+		rs[i] = &kgo.Record{Topic: dlq, Value: []byte(strconv.Itoa(i)), Headers: kafkatest.Headers(antidoteLetter(nil, src, 0, int64(i)))}
 	}
 	kafkatest.Produce(t, cl, rs...)
 	cfg := deadletter.RedriveConfig{Topic: dlq, Filter: deadletter.Filter{MaxAge: 24 * time.Hour}, BatchRecords: 300}

@@ -26,7 +26,7 @@ func TestIntegrationScanStallIsNotTheEnd(t *testing.T) {
 	cl := c.Client(t, deadletter.ScanOpts()...)
 	topic := c.Topic(t, "dlq", 1)
 	for i := range 5 {
-		kafkatest.Produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i), Headers: kgoHeaders(antidoteLetter(nil, "src", 0, int64(i)))})
+		kafkatest.Produce(t, cl, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%d", i), Headers: kafkatest.Headers(antidoteLetter(nil, "src", 0, int64(i)))})
 	}
 	release := make(chan struct{})
 	defer close(release)
@@ -64,7 +64,7 @@ func TestIntegrationScanTransactionMarkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for j := range 3 {
-			r := &kgo.Record{Value: fmt.Appendf(nil, "txn%d-%d", i, j), Headers: kgoHeaders(antidoteLetter(nil, "src", 0, int64(j)))}
+			r := &kgo.Record{Value: fmt.Appendf(nil, "txn%d-%d", i, j), Headers: kafkatest.Headers(antidoteLetter(nil, "src", 0, int64(j)))}
 			if err := txn.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/antidote-kafka/antidote/deadletter"
 )
 
 // EnvTestLog names the environment variable that raises the level of Logger
@@ -65,4 +67,14 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Headers returns hs, such as the failure headers of a letter
+// ([deadletter.Failure.AppendHeaders]), as a record's headers.
+func Headers(hs []deadletter.Header) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -11,8 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
 	"github.com/antidote-kafka/antidote/deadletter"
@@ -107,9 +106,11 @@ elsewhere it needs --yes.`,
 			case all:
 				below = ends
 			case redriven:
-				if below, stops, err = s.redrivenPrefix(ctx, rcfg, partitions, starts, ends); err != nil {
+				var found map[int32]int64
+				if below, found, stops, err = s.redrivenPrefix(ctx, rcfg, partitions); err != nil {
 					return err
 				}
+				maps.Copy(starts, found)
 			default:
 				for p := range ends {
 					below[p] = offset
@@ -204,61 +205,30 @@ func (f *dlqFlags) purgeSelection(cmd *cobra.Command, to string, maxRedrives int
 }
 
 // redrivenPrefix returns, per partition, the offset below which every
-// letter was redriven by cfg's redrive, and a line for each partition
-// where it stops before the redrive's progress.
-func (s *dlqSession) redrivenPrefix(ctx context.Context, cfg deadletter.RedriveConfig, only []int32, starts, ends map[int32]int64) (map[int32]int64, []string, error) {
-	progress, err := kadm.NewClient(s.cl).FetchOffsetsForTopics(ctx, cfg.Group, s.topic)
-	if err == nil {
-		err = progress.Error()
-	}
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		progress, err = nil, nil // as Kafka answers: no offsets
+// letter was redriven by cfg's redrive ([deadletter.RedrivenPrefix]), the
+// log starts it found, and a line for each partition where it stops
+// before the redrive's progress.
+func (s *dlqSession) redrivenPrefix(ctx context.Context, cfg deadletter.RedriveConfig, only []int32) (below, starts map[int32]int64, stops []string, err error) {
+	cfg.IdleTimeout = s.idle
+	found, err := deadletter.RedrivenPrefix(ctx, s.cl, cfg, only...)
+	if errors.Is(err, deadletter.ErrNoProgress) {
+		return nil, nil, nil, fmt.Errorf("redrive group %s has no progress on %s: no redrive ran with this selection (a redrive names its group in its output; give purge its filters and --to, or its --group)", cfg.Group, s.topic)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("progress of redrive group %s: %w", cfg.Group, err)
+		return nil, nil, nil, s.explain(ctx, err)
 	}
-	upTo := map[int32]int64{} // the redrive's progress
-	var parts []int32
-	for p := range ends {
-		if o, ok := progress.Lookup(s.topic, p); ok && o.At >= 0 && (len(only) == 0 || slices.Contains(only, p)) {
-			upTo[p] = min(o.At, ends[p])
-			if upTo[p] > starts[p] {
-				parts = append(parts, p)
-			}
+	below, starts = map[int32]int64{}, map[int32]int64{}
+	for _, p := range found {
+		below[p.Partition], starts[p.Partition] = p.Below, p.Start
+		if p.Stop == "" {
+			continue
 		}
-	}
-	if len(upTo) == 0 {
-		return nil, nil, fmt.Errorf("redrive group %s has no progress on %s: no redrive ran with this selection (a redrive names its group in its output; give purge its filters and --to, or its --group)", cfg.Group, s.topic)
-	}
-	below := map[int32]int64{}
-	why := map[int32]string{}
-	for _, p := range parts {
-		below[p] = upTo[p]
-	}
-	cfg.Filter = cfg.Filter.At(time.Now())
-	if len(parts) > 0 {
-		err = deadletter.Scan(ctx, s.cl, deadletter.ScanConfig{Topic: s.topic, Partitions: parts, From: starts, To: upTo, IdleTimeout: s.idle}, func(rec *kgo.Record) error {
-			if _, stopped := why[rec.Partition]; stopped {
-				return nil
-			}
-			if _, reason := cfg.Decide(rec); reason != "" {
-				below[rec.Partition], why[rec.Partition] = rec.Offset, reason
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, s.explain(ctx, err)
-		}
-	}
-	var stops []string
-	for p, reason := range why {
-		if reason == deadletter.NotSelected {
+		reason := "the redrive refused it: " + p.Stop
+		if p.Stop == deadletter.NotSelected {
 			reason = "the redrive's filters passed over it"
-		} else {
-			reason = "the redrive refused it: " + reason
 		}
 		stops = append(stops, fmt.Sprintf("partition %d: stops below offset %d, a letter that was not redriven (%s); %d letters up to the redrive's progress (%d) are kept",
-			p, below[p], reason, upTo[p]-below[p], upTo[p]))
+			p.Partition, p.Below, reason, p.Progress-p.Below, p.Progress))
 	}
-	return below, stops, nil
+	return below, starts, stops, nil
 }

@@ -46,9 +46,11 @@ func NewCommand() *cobra.Command {
 		Long: `Serve the web console of a cluster's dead letters: the dead-letter topics
 with their counts; for one topic, its letters over time by reason, stage or
 class, the top errors, and a table that pages and filters as dlq ls does; one
-letter with its failure in plain words, its key, value and headers; and redrive
+letter with its failure in plain words, its key, value and headers; redrive
 of picked letters or of a filter, with a dry run first (as dlq redrive runs it:
-the same loop guard, the same resumable progress).
+the same loop guard, the same resumable progress); and, once a redrive has
+finished, the purge of the letters it redrove (as dlq purge --redriven finds
+them, with the plan shown first).
 
 It listens on a loopback address, or on another address over TLS only
 (--https-cert and --https-key: a team shares the console without its logins
