@@ -27,7 +27,7 @@ type Consumer[K, V any] struct {
 	cfg        Config[K, V]
 	policy     resolved
 	classifier failure.Classifier
-	held       heldIDs     // the topic ids the client fetched (fetcherr.go)
+	held       heldIDs // the topic ids the client fetched (fetcherr.go)
 	// topicParts is each source topic's partition count, as the metadata
 	// said when watchTopicIDs last read it (every forgetEvery); nil before.
 	topicParts atomic.Pointer[[]Topic]
