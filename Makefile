@@ -42,9 +42,16 @@ fuzz:            ## run every fuzz target for FUZZTIME each
 	  done; \
 	done
 
-screenshots:     ## the console's screenshots in docs/ (its browser tests, on kfake, with Chromium)
+screenshots:     ## the console's screenshots in docs/ (its browser tests, on kfake, with Chromium; Dex for the shared console's)
 	rm -rf .cache/screenshots
-	cd console/e2e && ANTIDOTE_SCREENSHOTS=$(CURDIR)/.cache/screenshots go test -count=1 -run 'ConsoleDialects' .
+	cd console/e2e && ANTIDOTE_SCREENSHOTS=$(CURDIR)/.cache/screenshots go test -count=1 -run 'ConsoleDialects|ConsoleLive|ConsolePurge' .
+	issuer="$$(scripts/dex.sh start)" && eval "$$(scripts/dex.sh env)" && \
+	  (cd console/e2e && ANTIDOTE_SCREENSHOTS=$(CURDIR)/.cache/screenshots go test -count=1 -run 'ConsoleOIDC' .); \
+	  rc=$$?; scripts/dex.sh stop; exit $$rc
 	mkdir -p docs
 	cp .cache/screenshots/topic-dialects.png docs/console-topic.png
 	cp .cache/screenshots/letter-spring.png docs/console-letter.png
+	cp .cache/screenshots/live.png docs/console-live.png
+	cp .cache/screenshots/purge.png docs/console-purge.png
+	cp .cache/screenshots/oidc-viewer-consumer.png docs/console-viewer.png
+	cp .cache/screenshots/oidc-audit.png docs/console-audit.png

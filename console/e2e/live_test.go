@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +74,12 @@ func TestIntegrationConsoleLive(t *testing.T) {
 	}
 	if tb.liveText(t, `document.querySelector("#spark-lag polyline")?.getAttribute("points") ?? ""`) == "" {
 		t.Error("the lag chart has no line")
+	}
+	if os.Getenv("ANTIDOTE_SCREENSHOTS") != "" {
+		// For docs/console-live.png: charts of a dozen samples, not two.
+		for deadline := time.Now().Add(60 * time.Second); samples() < first+12 && time.Now().Before(deadline); {
+			time.Sleep(500 * time.Millisecond)
+		}
 	}
 	tb.screenshot(t, "live")
 	if !tb.live(t, `(() => { const a = document.getElementById("live-off"); if (!a) return false; a.click(); return true })()`) {
