@@ -17,6 +17,7 @@
 #  4. each rendered config passes `antidote run --check` (built from the work
 #     tree), with the Secret's values as its environment and files;
 #  5. values the chart must refuse are refused (an admin block in config,
+#     KEDA scaling to zero pods,
 #     KEDA without a Prometheus, a ServiceMonitor that cannot read /metrics).
 # Needs python3 with PyYAML (Debian: python3-yaml; installed with CI=true).
 set -euo pipefail
@@ -84,7 +85,7 @@ def one(kind):
 dep = one("Deployment")
 cm = one("ConfigMap")
 svc = one("Service")
-one("PodDisruptionBudget")
+pdb = one("PodDisruptionBudget")
 pod = dep.get("spec", {}).get("template", {}).get("spec", {})
 c = (pod.get("containers") or [{}])[0]
 cfg = yaml.safe_load(cm.get("data", {}).get("antidote.yaml", "")) or {}
@@ -121,6 +122,15 @@ check("/tmp" in mounts, "no writable /tmp")
 
 # KEDA: a ScaledObject on healthy lag when enabled, and then no fixed replicas.
 values = yaml.safe_load(open(os.environ["VALUES"])) if os.environ.get("VALUES") else {}
+
+# The PodDisruptionBudget covers the Deployment's pods; the container has the values' resources.
+check(pdb.get("spec", {}).get("selector", {}).get("matchLabels") == dep.get("spec", {}).get("selector", {}).get("matchLabels"),
+      "the PodDisruptionBudget selects other pods than the Deployment")
+check(pdb.get("spec", {}).get("maxUnavailable") is not None, "the PodDisruptionBudget has no maxUnavailable")
+res = c.get("resources") or {}
+check(res.get("requests", {}).get("memory") and res.get("limits", {}).get("memory"), f"resources {res}; want memory requests and limits")
+if values.get("resources"):
+    check(res == values["resources"], f"resources {res}; want the values' {values['resources']}")
 keda = (values.get("keda") or {}).get("enabled", False)
 sos = by_kind.get("ScaledObject", [])
 check(len(sos) == (1 if keda else 0), f"{len(sos)} ScaledObject with keda.enabled={keda}")
@@ -212,5 +222,6 @@ refuse "config.admin" --set config.admin.address=:1
 refuse "keda.serverAddress" --set keda.enabled=true
 refuse "secret.adminTokenKey" --set serviceMonitor.enabled=true
 refuse "config.pipelines" --set config.pipelines=null
+refuse "keda.minReplicaCount must be at least 1" --set keda.enabled=true --set keda.serverAddress=http://p:9090 --set keda.minReplicaCount=0
 echo
 echo "chart ok"

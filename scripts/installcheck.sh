@@ -3,7 +3,9 @@
 # as a user gets them, before anything is tagged or published.
 #
 # Without VERSION, it first checks that the workspace is at its version: every go.mod
-# requires this repository's modules at it, with no replace (scripts/release.sh -c).
+# requires this repository's modules at it, with no replace (scripts/release.sh -c),
+# and runs scripts/release.sh -w and -t on a copy of the go.mod files in a scratch
+# repository (every module moved to a new version, a dirty tree refused, the tags).
 # Then it packs every published module (scripts/release.sh -l) at VERSION into a file-based
 # module proxy (tools/modproxy, with golang.org/x/mod/zip; default VERSION: the one the
 # modules require each other at), then, with GOWORK=off and that proxy first:
@@ -44,6 +46,27 @@ done
 if [ $# = 0 ]; then
   step "the workspace is at $VERSION: go.mod files require it, only go.work replaces"
   scripts/release.sh -c "$VERSION"
+
+  step "scripts/release.sh -w and -t, in a copy of the workspace's go.mod files"
+  rel="$tmp/release"
+  mkdir -p "$rel/scripts"
+  cp go.work scripts/release.sh "$rel/" && mv "$rel/release.sh" "$rel/scripts/"
+  for d in $(scripts/release.sh -a); do mkdir -p "$rel/$d" && cp "$d/go.mod" "$rel/$d/"; done
+  (
+    cd "$rel"
+    git init -q && git add -A && git -c user.name=check -c user.email=check@localhost commit -qm base
+    scripts/release.sh -w v0.98.7 >/dev/null
+    scripts/release.sh -c v0.98.7
+    if scripts/release.sh -t v0.98.7 2>"$rel.err"; then echo "release.sh -t tagged a tree with changes" >&2; exit 1; fi
+    grep -q "commit them first" "$rel.err" || { cat "$rel.err" >&2; exit 1; }
+    git -c user.name=check -c user.email=check@localhost commit -qam "release v0.98.7"
+    scripts/release.sh -t v0.98.7 >/dev/null
+    want="$(scripts/release.sh -l | awk '{ print ($1 == "." ? "" : $1 "/") "v0.98.7" }' | sort)"
+    got="$(git tag -l | sort)"
+    [ "$got" = "$want" ] || { printf 'tags:\n%s\nwant:\n%s\n' "$got" "$want" >&2; exit 1; }
+    if scripts/release.sh -t v0.98.7 2>"$rel.err"; then echo "release.sh -t tagged v0.98.7 twice" >&2; exit 1; fi
+    echo "release.sh wrote v0.98.7 into every go.mod and go.work and tagged: $(echo $got)"
+  )
 fi
 
 step "README's \"Use it\" example is the one the fresh module runs"

@@ -18,6 +18,7 @@
 #                                    each published module with its directory (make test
 #                                    runs this, through scripts/installcheck.sh)
 #   scripts/release.sh -l            list the published modules: directory, path, tag prefix
+#   scripts/release.sh -a            list every module directory of the workspace
 #
 # The modules are the `use` directories of go.work, minus the development-only ones
 # (UNPUBLISHED below): those get their requirements edited but no tag. Check a version
@@ -83,6 +84,7 @@ case "${1:-}" in
   -l)
     for d in $(modules); do published "$d" && printf '%s\t%s\t%s\n' "$d" "$(modpath "$d")" "$(tag "$d" "")"; done
     exit 0 ;;
+  -a) modules; exit 0 ;;
   -h|--help|"") usage ;;
 esac
 [ $# = 1 ] || usage
