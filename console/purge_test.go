@@ -242,3 +242,31 @@ func TestIntegrationPurgeRelativeUntil(t *testing.T) {
 		t.Errorf("POST purge of a relative until: %d, log start %d", resp.StatusCode, fx.logStart(t))
 	}
 }
+
+// TestIntegrationPurgeRelativeSince: the purge of a redrive with a relative
+// since resolves it when the purge runs. A letter that came after the
+// redrive, and that a later run of the same redrive group passed over as
+// too old, is never taken for redriven (resolved at the first run's start,
+// the since would select it, and the purge would delete it).
+func TestIntegrationPurgeRelativeSince(t *testing.T) {
+	fx := newPurgeFixture(t)
+	first := fx.redrive(t, url.Values{"since": {"1h"}})
+	fx.waitDone(t, first)
+	// A letter in the first run's window, an hour and two seconds old
+	// from the end of that run: too old for a run from two seconds on.
+	ended := time.Now()
+	f := &deadletter.Failure{Stage: deadletter.StageProcess, Reason: deadletter.ReasonPermanent, Class: "permanent", Message: "negative amount", Topic: "orders", Offset: 6}
+	kafkatest.Produce(t, fx.cl, &kgo.Record{Topic: fx.dlq, Value: []byte("late letter"), Timestamp: ended.Add(-time.Hour + 2*time.Second),
+		Headers: kafkatest.Headers(f.AppendHeaders(nil))})
+	time.Sleep(time.Until(ended.Add(3 * time.Second)))
+	second := fx.redrive(t, url.Values{"since": {"1h"}})
+	if page := fx.waitDone(t, second); !strings.Contains(page, `class="done"`) {
+		t.Fatalf("the second run: %s", page)
+	}
+	_, body := fx.b.do("GET", first+"/purge", nil, nil, bearer)
+	for _, want := range []string{"<td>0 to 5</td>", `letters/0/6">0:6</a>`, "the redrive passed over it", `name="below" value="0:6"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the first run's purge plan lacks %q:\n%s", want, body)
+		}
+	}
+}

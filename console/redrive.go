@@ -153,8 +153,8 @@ type job struct {
 	Group   string
 	Started time.Time
 	Form    string // what was asked, in words
-	// cfg is the redrive as it runs: its Group set, its filter resolved
-	// at Started (what a purge of its letters replays).
+	// cfg is the redrive as asked, its Group set and its filter's relative
+	// bounds unresolved: a purge of its letters replays it, resolved then.
 	cfg deadletter.RedriveConfig
 	// relativeUntil: the filter's Until was relative to Started (MinAge).
 	relativeUntil bool
@@ -261,14 +261,16 @@ func (js *jobs) start(h *Handler, cfg deadletter.RedriveConfig, remote string) (
 		ID: hex.EncodeToString(b[:]), Topic: cfg.Topic, Group: cfg.Group, Started: time.Now(),
 		Form: describe(cfg), relativeUntil: cfg.Filter.MinAge > 0, cancel: cancel, exited: make(chan struct{}),
 	}
-	// Resolved once here, so that a purge knows the time the redrive
-	// selected by.
-	cfg.Filter = cfg.Filter.At(j.Started)
+	// Kept as asked, relative bounds unresolved: a purge resolves them when
+	// it runs (deadletter.RedrivenPrefix), later than any run of this
+	// redrive group, so a relative since then selects fewer letters, never
+	// one a later run of the group passed over. (A relative until would
+	// select more: relativeUntil refuses the purge.)
 	j.cfg = cfg
 	cfg.Progress = func(r deadletter.RedriveResult) {
 		// The redrive goes on counting in these while the job's page
 		// reads them.
-		r.Targets, r.Refusals = maps.Clone(r.Targets), slices.Clip(r.Refusals)
+		r.Targets, r.Refusals = maps.Clone(r.Targets), slices.Clone(r.Refusals)
 		j.mu.Lock()
 		j.res = r
 		j.mu.Unlock()
@@ -324,7 +326,7 @@ func describe(cfg deadletter.RedriveConfig) string {
 func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	j := h.jobs.get(r.PathValue("id"))
 	if j == nil {
-		h.fail(w, r, http.StatusNotFound, "no such redrive (the console keeps the last 20)")
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("no such redrive (the console keeps the last %d)", maxJobs))
 		return
 	}
 	h.render(w, r, http.StatusOK, "job", j.view())

@@ -29,8 +29,9 @@ const maxAlloc = 8 << 20
 // the first size class whose limit is at least n, and no array in it may
 // claim more elements, nor any string or bytes value more bytes, than that
 // limit. An element or a byte of data takes at least one byte on the wire,
-// so no valid record is refused, except one with an array of more than
-// limit elements that take no bytes (nulls, empty records).
+// so no valid record is refused; a writer schema with an array of elements
+// that take no bytes (nulls, empty records), whose blocks could claim any
+// number of them, is refused itself (emptyItems).
 var classes = func() []sizeClass {
 	var cs []sizeClass
 	for _, limit := range []int{4 << 10, 64 << 10, 1 << 20, maxAlloc} {
@@ -60,6 +61,10 @@ func readerFor(n int) *sync.Pool {
 // errTruncated is the reason of a DecodeError for data that ends inside
 // the record.
 var errTruncated = errors.New("truncated: the data ends inside the record")
+
+// errEmptyItems is why a writer schema with an array of items that take no
+// bytes is refused (see emptyItems).
+var errEmptyItems = errors.New("an array of items that take no bytes on the wire, of which a short record could claim any number")
 
 // unmarshal decodes data into v. Unlike the library's Unmarshal, data that
 // ends inside the record is an error: Unmarshal reads io.EOF as success, so

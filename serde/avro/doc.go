@@ -141,6 +141,8 @@
 // at most 4096 elements per array, and any record at most its class's
 // limit times the size of the Go element type, per level of nesting. Since
 // every element and every byte of data takes at least one byte on the
-// wire, no valid record is refused, except one whose array holds more
-// elements that take no bytes (nulls, empty records) than its limit.
+// wire, no valid record is refused. Elements that take no bytes (nulls, a
+// fixed of size 0, records of only such fields) would let a few hundred
+// bytes of nested arrays claim millions of them: a writer schema with an
+// array of them is a permanent [*SchemaError].
 package avro

@@ -140,6 +140,9 @@ func parseWriter(id int, s sr.Schema) (w *writer, err error) {
 	if err != nil {
 		return nil, failure.Permanent(&SchemaError{ID: id, Reason: err.Error()})
 	}
+	if p := emptyItems(parsed); p != "" {
+		return nil, failure.Permanent(&SchemaError{ID: id, Reason: p + ": " + errEmptyItems.Error()})
+	}
 	return &writer{id: id, schema: parsed, name: nameOf(parsed)}, nil
 }
 

@@ -14,12 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
-	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/antidote-kafka/antidote/serde"
+	"github.com/antidote-kafka/antidote/serde/avro"
 	"github.com/antidote-kafka/antidote/serde/jsonschema"
 	"github.com/antidote-kafka/antidote/serde/protobuf"
 	"github.com/antidote-kafka/antidote/serde/registry"
@@ -124,52 +123,14 @@ func (d *Decoder) Decode(ctx context.Context, b []byte) (Value, error) {
 	return v, nil
 }
 
-// avroClasses bound what an Avro payload may claim: no string or bytes
-// value more bytes, and no array more elements, than the limit of the first
-// class that holds the payload. A length prefix is read before what it
-// counts, and the Avro library allocates what it claims before reading it;
-// an element takes at least one byte on the wire, so no payload is refused
-// for its size.
-var avroClasses = func() []avroClass {
-	var cs []avroClass
-	for _, n := range []int{64 << 10, 1 << 20, 8 << 20} {
-		cs = append(cs, avroClass{limit: n, api: avro.Config{MaxByteSliceSize: n, MaxSliceAllocSize: n}.Freeze()})
-	}
-	return cs
-}()
-
-type avroClass struct {
-	limit int
-	api   avro.API
-}
-
-// errTruncated is why a payload that ends inside its record is refused.
-var errTruncated = errors.New("truncated: the data ends inside the record")
-
-// avroJSON decodes an Avro payload with its writer schema into JSON.
+// avroJSON decodes an Avro payload with its writer schema into JSON, with
+// the bounds of serde/avro: memory bounded by the payload's size, a payload
+// cut short refused, and so is a schema whose arrays could claim elements
+// that take no bytes.
 func avroJSON(s sr.Schema, payload []byte) ([]byte, error) {
-	sch, err := avro.Parse(s.Schema)
+	v, err := avro.DecodeGeneric(s.Schema, payload)
 	if err != nil {
 		return nil, err
-	}
-	c := avroClasses[len(avroClasses)-1]
-	for _, cc := range avroClasses {
-		if len(payload) <= cc.limit {
-			c = cc
-			break
-		}
-	}
-	// Not avro.Unmarshal: it reads io.EOF as success, so a payload cut
-	// short would show as zero values.
-	r := avro.NewReader(nil, 0, avro.WithReaderConfig(c.api))
-	r.Reset(payload)
-	var v any
-	r.ReadVal(sch, &v)
-	if errors.Is(r.Error, io.EOF) {
-		return nil, errTruncated
-	}
-	if r.Error != nil {
-		return nil, r.Error
 	}
 	// The caller escapes what it shows: no \u003c here.
 	var j bytes.Buffer

@@ -16,7 +16,8 @@ import (
 )
 
 // newDecoder is a decoder on an in-process registry holding an Avro, a JSON
-// Schema and a Protobuf schema, with their ids in that order.
+// Schema and a Protobuf schema, and an Avro schema of nested arrays of
+// nulls, with their ids in that order.
 func newDecoder(t testing.TB) (*Decoder, []int) {
 	srv, err := sreg.Start()
 	if err != nil {
@@ -34,6 +35,8 @@ func newDecoder(t testing.TB) (*Decoder, []int) {
 		{Type: sr.TypeAvro, Schema: `{"type":"record","name":"R","fields":[{"name":"s","type":"string"},{"name":"a","type":{"type":"array","items":"long"}}]}`},
 		{Type: sr.TypeJSON, Schema: `{"type":"object"}`},
 		{Type: sr.TypeProtobuf, Schema: "syntax = \"proto3\";\nmessage M {\n  string s = 1;\n}\n"},
+		// Nested arrays of nulls: a few bytes could claim millions of them.
+		{Type: sr.TypeAvro, Schema: `{"type":"record","name":"Q","fields":[{"name":"q","type":{"type":"array","items":{"type":"array","items":"null"}}}]}`},
 	} {
 		id, err := reg.Register(ctx, "subject-"+s.Type.String(), s)
 		if err != nil {
@@ -107,6 +110,7 @@ func TestDecode(t *testing.T) {
 		{b: wire(ids[1], []byte(` {"a": [1, 2]} `)...), json: `{"a":[1,2]}`, fmt: "JSON Schema"},
 		{b: wire(ids[2], 0, 0x0a, 1, 'y'), json: `{"s":"y"}`, fmt: "Protobuf"},
 		{b: wire(999), errContain: "schema 999: "},
+		{b: wire(ids[3], 0xfe, 0xff, 0x07, 0xfe, 0xff, 0x07, 0xfe, 0xff, 0x07), fmt: "Avro", errContain: "take no bytes"},
 	} {
 		v, err := d.Decode(ctx, tc.b)
 		switch {
