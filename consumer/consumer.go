@@ -808,7 +808,7 @@ func (c *Consumer[K, V]) Stats() Stats {
 	s.Ready = s.Running && c.assigned.Load() > 0 && s.Halted == 0 && s.Flood == nil
 	s.DeadLetterTopics = c.dlq.states(false)
 	if t := c.topicParts.Load(); t != nil {
-		s.Topics = *t
+		s.Topics = slices.Clone(*t)
 	}
 	if c.tiers != nil {
 		s.RetryTopics = c.dlq.states(true)

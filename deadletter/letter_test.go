@@ -243,6 +243,13 @@ func TestRedriveConfig(t *testing.T) {
 	if other.DefaultGroup() == f.DefaultGroup() {
 		t.Error("different filters share a group")
 	}
+	// The default limit, said or not, keeps the group; another one has its
+	// own, or a purge would take the letters it refused for redriven.
+	def, one := c, c
+	def.MaxRedrives, one.MaxRedrives = deadletter.DefaultMaxRedrives, 1
+	if def.DefaultGroup() != c.DefaultGroup() || one.DefaultGroup() == c.DefaultGroup() {
+		t.Errorf("DefaultGroup with MaxRedrives: default %q, 1 %q, unset %q", def.DefaultGroup(), one.DefaultGroup(), c.DefaultGroup())
+	}
 	for _, bad := range []deadletter.RedriveConfig{{}, {Topic: "a", To: "a"}, {Topic: "a", To: "bad topic"}, {Topic: "a", Rate: -1}, {Topic: "a", Limit: -1}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil", bad)

@@ -122,17 +122,23 @@ type RedriveConfig struct {
 }
 
 // DefaultGroup returns the group used when Group is empty:
-// "antidote-redrive-<topic>", followed by a hash of the target and the
-// filter's [Filter.Canonical] text when either is set. The same command
-// line run again resumes its own progress, also with a relative filter
-// ("--since 7d"), and a redrive with another filter keeps separate
-// progress rather than passing over the letters the first one skipped.
+// "antidote-redrive-<topic>", followed by a hash of the target, the
+// filter's [Filter.Canonical] text, the picked letters and a MaxRedrives
+// other than the default, when any is set. The same command line run again
+// resumes its own progress, also with a relative filter ("--since 7d"),
+// and a redrive with another selection or limit keeps separate progress
+// rather than passing over the letters the first one skipped or refused
+// (which a purge of its letters would then take for redriven).
 func (c *RedriveConfig) DefaultGroup() string {
 	g := "antidote-redrive-" + c.Topic
-	if c.To == "" && c.Filter.IsZero() && len(c.Letters) == 0 {
+	limit := c.MaxRedrives != 0 && c.MaxRedrives != DefaultMaxRedrives
+	if c.To == "" && c.Filter.IsZero() && len(c.Letters) == 0 && !limit {
 		return g
 	}
 	text := fmt.Appendf(nil, "to=%q %s", c.To, c.Filter.Canonical())
+	if limit {
+		text = fmt.Appendf(text, " max-redrives=%d", c.MaxRedrives)
+	}
 	if len(c.Letters) > 0 {
 		ps := slices.Clone(c.Letters)
 		slices.SortFunc(ps, Position.compare)

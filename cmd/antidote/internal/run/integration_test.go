@@ -783,4 +783,20 @@ pipelines:
 	if n := countTopic(t, adm, first+".dlq"); n != 1 {
 		t.Errorf("%d letters, want the one pill once", n)
 	}
+	// The dead-letter topic matches the pattern, and is not read: the group
+	// has no offsets on it, and no letter of a letter was written.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := adm.FetchOffsetsForTopics(ctx, group, first+".dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			t.Errorf("the group committed %s/%d at %d: it read its own dead letters", o.Topic, o.Partition, o.At)
+		}
+	})
+	if td, err := adm.ListTopics(ctx, first+".dlq.dlq"); err != nil || td.Has(first+".dlq.dlq") {
+		t.Errorf("%s.dlq.dlq exists (%v): the dead letters were read back", first, err)
+	}
 }
