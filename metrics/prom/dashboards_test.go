@@ -38,6 +38,7 @@ func exported(t *testing.T) []string {
 		Stuck:        []consumer.Stuck{{Topic: "t", Reason: consumer.StuckRetrying, Since: time.Now()}},
 		Partitions:   []consumer.Partition{{Topic: "t", State: consumer.PartitionStuck, Paused: consumer.PauseStuck, Lag: 1}},
 		Dependencies: map[string]string{"registry": "closed"},
+		Topics:       []consumer.Topic{{Topic: "t", Partitions: 1}},
 	})
 	fams, err := reg.Gather()
 	if err != nil {
