@@ -24,7 +24,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/cli"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/sreg"
 	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/serde/registry"
 )
 
 // Tree returns fresh commands to put under the root: the command a test
@@ -203,4 +205,20 @@ func FamilySum(fams map[string]*dto.MetricFamily, name string, label, value stri
 		}
 	}
 	return v
+}
+
+// Registry starts an in-process schema registry (package sreg) for the
+// test, and returns its URL and a client of it.
+func Registry(t testing.TB) (string, *registry.Registry) {
+	t.Helper()
+	srv, err := sreg.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	reg, err := registry.New(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv.URL(), reg
 }

@@ -11,23 +11,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/antidote-kafka/antidote/cmd/antidote/internal/sreg"
-	"github.com/antidote-kafka/antidote/serde/registry"
+	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
 )
 
 // newDecoder is a decoder on an in-process registry holding an Avro, a JSON
 // Schema and a Protobuf schema, and an Avro schema of nested arrays of
 // nulls, with their ids in that order.
 func newDecoder(t testing.TB) (*Decoder, []int) {
-	srv, err := sreg.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	reg, err := registry.New(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, reg := clitest.Registry(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var ids []int

@@ -14,9 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/antidote-kafka/antidote/cmd/antidote/internal/clitest"
-	"github.com/antidote-kafka/antidote/cmd/antidote/internal/sreg"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
-	"github.com/antidote-kafka/antidote/serde/registry"
 )
 
 // framedBytes is payload in the registry's wire format of schema id.
@@ -50,15 +48,7 @@ func groupAt(t *testing.T, c *kafkatest.Cluster, topic string, off int64) string
 // rescue goes on. Without --registry the schema id is shown.
 func TestIntegrationGroupRescueDecodes(t *testing.T) {
 	c := kafkatest.New(t)
-	srv, err := sreg.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	reg, err := registry.New(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, reg := clitest.Registry(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	register := func(subject, schema string, typ sr.SchemaType) int {
@@ -104,26 +94,26 @@ func TestIntegrationGroupRescueDecodes(t *testing.T) {
 		registry string
 		want     []string
 	}{
-		{"avro", 0, srv.URL(), []string{
+		{"avro", 0, url, []string{
 			`key        "k-1" (Avro, schema id ` + strconv.Itoa(keyID) + ")",
 			`value      {"id":7,"item":"<b>\u001b[31mred\u009b</b>"} (Avro, schema id ` + strconv.Itoa(avroID) + ", " + strconv.Itoa(len(order)+5) + " bytes)",
 		}},
-		{"json schema", 1, srv.URL(), []string{
+		{"json schema", 1, url, []string{
 			"key        k\n",
 			`value      {"id":9,"note":"ok"} (JSON Schema, schema id ` + strconv.Itoa(jsonID) + ", 28 bytes)",
 		}},
-		{"protobuf", 2, srv.URL(), []string{
+		{"protobuf", 2, url, []string{
 			`value      {"id":"8","item":"pen"} (Protobuf, schema id ` + strconv.Itoa(protoID) + ", 13 bytes)",
 		}},
-		{"unknown schema", 3, srv.URL(), []string{
+		{"unknown schema", 3, url, []string{
 			"value      schema id 999: hex fffe (7 bytes)\n",
 			"           not decoded: schema 999: ",
 		}},
-		{"short payload", 4, srv.URL(), []string{
+		{"short payload", 4, url, []string{
 			"value      schema id " + strconv.Itoa(avroID) + ": \\x0e (6 bytes)\n",
 			"           not decoded: schema " + strconv.Itoa(avroID) + " (Avro): ",
 		}},
-		{"invalid json", 5, srv.URL(), []string{
+		{"invalid json", 5, url, []string{
 			`value      schema id ` + strconv.Itoa(jsonID) + `: {"note": "no id"} (22 bytes)`,
 			"           not decoded: schema " + strconv.Itoa(jsonID) + " (JSON Schema): ",
 		}},

@@ -2,15 +2,7 @@ package run
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -30,6 +22,7 @@ import (
 	"github.com/antidote-kafka/antidote/cmd/antidote/sinkpb"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/failure"
+	"github.com/antidote-kafka/antidote/internal/kafkatest"
 )
 
 // fakeSink is an in-process antidote.sink.v1.Sink.
@@ -367,9 +360,9 @@ func TestGRPCSinkDeadline(t *testing.T) {
 // certificate that CA signed; without it, the service's certificate is
 // refused, a transient failure (the partition waits rather than dead-letter).
 func TestGRPCSinkTLS(t *testing.T) {
-	cert, caPEM := selfSigned(t)
-	caFile := clitest.WriteFile(t, "ca.pem", string(caPEM))
-	creds := grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	ca := kafkatest.NewCA(t)
+	caFile := ca.File()
+	creds := grpc.Creds(credentials.NewTLS(ca.ServerTLS(t, "127.0.0.1")))
 	f := &fakeSink{}
 	s := newTestGRPCSink(t, f, runGRPC{TLS: &cli.TLSConfig{CAFile: caFile}}, creds)
 	if err := s.handle(context.Background(), docRecords(1)[0]); err != nil {
@@ -388,29 +381,4 @@ func TestGRPCSinkTLS(t *testing.T) {
 	if len(f.records) != 1 {
 		t.Errorf("the service got %d records, want 1 (the call with the CA)", len(f.records))
 	}
-}
-
-// selfSigned is a certificate for 127.0.0.1 signed by itself, and its PEM.
-func selfSigned(t *testing.T) (tls.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "sink"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
