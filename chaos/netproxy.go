@@ -174,5 +174,28 @@ func (n *netProxies) fault(ctx context.Context, kind, broker string, arg int, d 
 	}
 	sleep(ctx, d)
 	heal()
+	if kind != FaultNetLatency {
+		// The timeout toxic closes its connections when it is removed,
+		// and toxiproxy (v2.12.0, ToxicLink.RemoveToxic) then leaves
+		// that link's stubs out of step with the chain until the link is
+		// gone, which it is only later: a toxic added to the proxy before
+		// that panics (index out of range in ToxicLink.AddToxic) and ends
+		// this process. A fresh proxy on the same address has no such
+		// links; its connections were cut anyway.
+		return n.renew(broker)
+	}
+	return nil
+}
+
+// renew replaces the proxy of broker with a fresh one on the same address.
+// n.mu is held.
+func (n *netProxies) renew(broker string) error {
+	old := n.byAddr[broker]
+	old.Stop()
+	p := toxiproxy.NewProxy(n.server, old.Name, old.Listen, old.Upstream)
+	if err := p.Start(); err != nil {
+		return fmt.Errorf("proxy for %s on %s again: %w", broker, old.Listen, err)
+	}
+	n.byAddr[broker] = p
 	return nil
 }
