@@ -34,7 +34,10 @@ type netProxies struct {
 	server *toxiproxy.ApiServer
 	mu     sync.Mutex // one fault at a time on the proxies
 	byAddr map[string]*toxiproxy.Proxy
-	log    *countingLog
+	// dirty: the broker's proxy had a timeout toxic and was not replaced
+	// yet (see renew); no toxic may be added to it.
+	dirty map[string]bool
+	log   *countingLog
 }
 
 // countingLog keeps toxiproxy's log (a JSON line per event) in a file and
@@ -63,7 +66,7 @@ func newNetProxies(brokers []string, logPath string) (*netProxies, error) {
 	l := &countingLog{w: w}
 	logger := zerolog.New(l).With().Timestamp().Logger().Level(zerolog.InfoLevel)
 	n := &netProxies{server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), logger),
-		byAddr: map[string]*toxiproxy.Proxy{}, log: l}
+		byAddr: map[string]*toxiproxy.Proxy{}, dirty: map[string]bool{}, log: l}
 	for i, b := range brokers {
 		p := toxiproxy.NewProxy(n.server, fmt.Sprintf("broker%d", i), "127.0.0.1:0", b)
 		if err := p.Start(); err != nil {
@@ -125,12 +128,17 @@ func routeDialer(routes map[string]string) kgo.Opt {
 // close cuts the connections after d/3 and delays their close by d/3 more
 // (the timeout toxic, then slow_close behind it).
 func (n *netProxies) fault(ctx context.Context, kind, broker string, arg int, d time.Duration) error {
-	p := n.byAddr[broker]
-	if p == nil {
-		return fmt.Errorf("no proxy for broker %s", broker)
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.byAddr[broker] == nil {
+		return fmt.Errorf("no proxy for broker %s", broker)
+	}
+	if n.dirty[broker] {
+		if err := n.renew(broker); err != nil {
+			return err
+		}
+	}
+	p := n.byAddr[broker]
 	var names []string
 	add := func(typ string, attrs string) error {
 		for _, stream := range []string{"upstream", "downstream"} {
@@ -180,22 +188,29 @@ func (n *netProxies) fault(ctx context.Context, kind, broker string, arg int, d 
 		// that link's stubs out of step with the chain until the link is
 		// gone, which it is only later: a toxic added to the proxy before
 		// that panics (index out of range in ToxicLink.AddToxic) and ends
-		// this process. A fresh proxy on the same address has no such
-		// links; its connections were cut anyway.
+		// this process. So the proxy is replaced by a fresh one on the
+		// same address, which has no such links (its connections were cut
+		// anyway), now or, failing that, before its next toxic.
+		n.dirty[broker] = true
 		return n.renew(broker)
 	}
 	return nil
 }
 
-// renew replaces the proxy of broker with a fresh one on the same address.
-// n.mu is held.
+// renew replaces the dirty proxy of broker with a fresh one on the same
+// address. n.mu is held.
 func (n *netProxies) renew(broker string) error {
 	old := n.byAddr[broker]
 	old.Stop()
-	p := toxiproxy.NewProxy(n.server, old.Name, old.Listen, old.Upstream)
-	if err := p.Start(); err != nil {
-		return fmt.Errorf("proxy for %s on %s again: %w", broker, old.Listen, err)
+	var err error
+	for range 50 { // the address is free once Stop returns; a busy machine may lag
+		p := toxiproxy.NewProxy(n.server, old.Name, old.Listen, old.Upstream)
+		if err = p.Start(); err == nil {
+			n.byAddr[broker] = p
+			delete(n.dirty, broker)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	n.byAddr[broker] = p
-	return nil
+	return fmt.Errorf("proxy for %s on %s again: %w", broker, old.Listen, err)
 }
