@@ -151,8 +151,12 @@ type accounts struct {
 	// topic. A record whose letter was never acknowledged, or acknowledged
 	// after the last deletion of its topic (so in the topic created again,
 	// where the oracle's reader finds it), is not here.
-	deleted   map[pos]string
-	badLetter []Violation
+	deleted map[pos]string
+	// copyDeleted are the records with a copy (a forward or a letter,
+	// acknowledged) in a topic the delete fault deleted after it, whatever
+	// became of them: the attempt count a tier copy carried went with it.
+	copyDeleted map[pos]bool
+	badLetter   []Violation
 	// retryOff are the spans in which a member's kill switch was on
 	// (retrying off), by member: from its "retry" event with on false to
 	// the next one with on true, or to the member's next start (a new
@@ -214,7 +218,7 @@ func memberTimes(events []Event) (retryOff map[int][]span, starts map[int][]int6
 // the tier went with the topic.
 func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}}
+		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, copyDeleted: map[pos]bool{}}
 	a.retryOff, a.starts = memberTimes(events)
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
@@ -253,6 +257,13 @@ func account(source string, letterRecs []*kgo.Record, events []Event, dels []del
 		a.letters[l.at] = append(a.letters[l.at], l)
 	}
 	for at, acks := range a.acks {
+		for _, ack := range acks {
+			for _, d := range dels {
+				if d.Topic == ack.To && ack.T0 < d.End+margin.Nanoseconds() {
+					a.copyDeleted[at] = true
+				}
+			}
+		}
 		if (len(a.ok[at]) > 0 && !eos) || len(a.letters[at]) > 0 || a.skipped[at] {
 			continue
 		}
@@ -361,8 +372,11 @@ func judge(sc *Scenario, f *facts) []Violation {
 				at, v.Fail, sc.Mode.TotalTries(), calls(a.calls[at]))
 		}
 		// Durable attempts: without a crash, a record is tried no more
-		// often than its policy says, across rebalances and clean stops.
-		if !pill && !v.Perm && f.durable && a.failed[at] > sc.Mode.TotalTries() {
+		// often than its policy says, across rebalances and clean stops;
+		// unless the fault deleted a tier copy of it, with the attempt
+		// count it carried (the record is then handled again from an
+		// earlier copy, or from its source).
+		if !pill && !v.Perm && f.durable && a.failed[at] > sc.Mode.TotalTries() && !a.copyDeleted[at] {
 			add("attempts-lost", "record %s failed %d times, the policy gives %d tries, and no process crashed: the attempt count was lost; calls: %s",
 				at, a.failed[at], sc.Mode.TotalTries(), calls(a.calls[at]))
 		}

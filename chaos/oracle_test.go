@@ -303,3 +303,41 @@ func TestOracleKillSwitchReplayIsNoOrderViolation(t *testing.T) {
 		}
 	}
 }
+
+// A record whose tier copy the delete fault deleted is handled again from
+// its source with its attempts counted from 1: the count travelled in the
+// copy, so that is the fault's doing, not a lost count (cluster seed
+// 8200039). The same calls without the deletion are still a violation.
+func TestOracleAttemptsOfADeletedCopy(t *testing.T) {
+	sc := &Scenario{Seed: 1, Mode: Mode{Dispatch: "one", Tries: 2, Protocol: "classic", TiersMs: []int{250}, DurableAttempts: true}}
+	tier := sc.Tiers()[0]
+	rec := src(sc, 1, 67, "k", Value{ID: 0, Fail: 4})
+	events := []Event{
+		call(sc, 1, 67, "transient", 1, 2), call(sc, 1, 67, "transient", 3, 4),
+		{Ev: "ack", Topic: sc.Source(), To: tier, Part: 1, Offset: 67, T0: 5},
+		call(sc, 1, 67, "transient", 40, 41), call(sc, 1, 67, "transient", 42, 43),
+		call(sc, 1, 67, "ok", 44, 45),
+	}
+	judged := func(dels []deletion) []Violation {
+		f := &facts{
+			source: []*kgo.Record{rec}, ends: map[int32]int64{1: 68}, committed: map[int32]int64{1: 68},
+			events: events, deletes: dels, deleteMargin: 100, durable: true,
+		}
+		var vs []Violation
+		for _, v := range judge(sc, f) {
+			if v.Kind == "attempts-lost" {
+				vs = append(vs, v)
+			}
+		}
+		return vs
+	}
+	if vs := judged([]deletion{{Topic: tier, Start: 10, End: 20}}); len(vs) != 0 {
+		t.Errorf("its tier copy deleted by the fault: %v, want no attempts-lost", vs)
+	}
+	if vs := judged(nil); len(vs) != 1 {
+		t.Errorf("no deletion: %v, want attempts-lost", vs)
+	}
+	if vs := judged([]deletion{{Topic: sc.DLQ(), Start: 10, End: 20}}); len(vs) != 1 {
+		t.Errorf("another topic deleted: %v, want attempts-lost", vs)
+	}
+}
