@@ -33,13 +33,15 @@ type fakeSink struct {
 	calls   []int // records per HandleBatch call
 	md      []metadata.MD
 	handle  func(*sinkpb.Record) error
-	wait    func(context.Context) // called first by Handle, with the call's context
+	wait    func(context.Context) error // called first by Handle, with the call's context; its error is the call's
 	batch   func([]*sinkpb.Record) (*sinkpb.HandleBatchResponse, error)
 }
 
 func (f *fakeSink) Handle(ctx context.Context, req *sinkpb.HandleRequest) (*sinkpb.HandleResponse, error) {
 	if f.wait != nil {
-		f.wait(ctx)
+		if err := f.wait(ctx); err != nil {
+			return nil, err
+		}
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	f.mu.Lock()
@@ -328,13 +330,16 @@ pipelines:
 // dead-lettered for it), and the service sees the deadline.
 func TestGRPCSinkDeadline(t *testing.T) {
 	deadlines := make(chan time.Duration, 1)
-	f := &fakeSink{wait: func(ctx context.Context) {
+	f := &fakeSink{wait: func(ctx context.Context) error {
 		d, ok := ctx.Deadline()
 		if !ok {
 			d = time.Now().Add(time.Hour) // no deadline: far past the timeout
 		}
 		deadlines <- time.Until(d)
 		<-ctx.Done()
+		// The service's own deadline may pass a moment before the
+		// client's: it answers as a gRPC server does then.
+		return status.FromContextError(ctx.Err()).Err()
 	}}
 	s := newTestGRPCSink(t, f, runGRPC{Timeout: 200 * time.Millisecond})
 	err := s.handle(context.Background(), docRecords(1)[0])
