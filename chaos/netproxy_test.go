@@ -11,28 +11,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// proxied is a one-broker kfake cluster, its fault proxy, and a client
+// of it routed through the proxy, with opts; all closed with the test.
+func proxied(t *testing.T, opts ...kgo.Opt) (broker string, np *netProxies, cl *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	broker = c.ListenAddrs()[0]
+	if np, err = newNetProxies(c.ListenAddrs(), ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(np.close)
+	if cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(broker), routeDialer(parseRoutes(np.routes()))}, opts...)...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return broker, np, cl
+}
+
 // A child's client reaches the broker through its fault proxy, and each
 // network fault does to that client what it says: latency slows its
 // requests, a cut (either kind) and a slow close stop them, and the client
 // works again once the fault heals.
 func TestNetProxyFaults(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	broker := c.ListenAddrs()[0]
-	np, err := newNetProxies(c.ListenAddrs(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer np.close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), routeDialer(parseRoutes(np.routes())),
-		kgo.RetryTimeout(200*time.Millisecond), kgo.RequestRetries(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	broker, np, cl := proxied(t, kgo.RetryTimeout(200*time.Millisecond), kgo.RequestRetries(0))
 	// The proxy of the broker: a fault that cuts connections replaces it
 	// when it heals (netProxies.renew).
 	proxy := func() *toxiproxy.Proxy { return np.byAddr[broker] }
@@ -112,22 +117,7 @@ func TestNetProxyFaults(t *testing.T) {
 // to it panicked and ended the harness (seen in a cluster run: a slow
 // close, then latency); the proxy is now replaced when a cut heals.
 func TestNetProxyToxicAfterCut(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	broker := c.ListenAddrs()[0]
-	np, err := newNetProxies(c.ListenAddrs(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer np.close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), routeDialer(parseRoutes(np.routes())), kgo.RequestRetries(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	broker, np, cl := proxied(t, kgo.RequestRetries(0))
 	for range 3 {
 		// A slow close of 1.5s cuts a connection after 0.5s; one dialed
 		// 1.2s in is still open, inside its 0.5s, when the fault heals.

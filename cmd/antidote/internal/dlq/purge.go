@@ -196,9 +196,9 @@ func (f *dlqFlags) purgeSelection(cmd *cobra.Command, to string, maxRedrives int
 	if group == "" {
 		group = own
 	} else if group != own && strings.HasPrefix(group, "antidote-redrive-"+f.topic) {
-		// The default group of another selection: these flags would
+		// The default group of another selection or limit: these flags would
 		// take letters for redriven that it passed over.
-		return cfg, cli.Usagef("group %s is the progress of a redrive with other filters or --to than these (whose group is %s): give purge the redrive's own filters and --to", group, own)
+		return cfg, cli.Usagef("group %s is the progress of a redrive with other filters, --to or --max-redrives than these (whose group is %s): give purge the redrive's own filters, --to and --max-redrives", group, own)
 	}
 	cfg.Group = group
 	return cfg, nil
