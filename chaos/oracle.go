@@ -142,6 +142,7 @@ type accounts struct {
 	failed  map[pos]int // failing calls (transient, permanent)
 	calls   map[pos][]Event
 	skipped map[pos]bool
+	skips   map[pos][]Event // the skip events that returned nil, by record
 	letters map[pos][]letter
 	acks    map[pos][]Event // letters Kafka acknowledged, by source record (the children's "ack" events)
 	// deleted are the records that are neither processed, dead-lettered
@@ -163,6 +164,7 @@ type accounts struct {
 	// process retries). None: no operator ever turned retrying off.
 	retryOff map[int][]span
 	starts   map[int][]int64 // when each member's processes started
+	stops    map[int][]int64 // when each member's processes stopped cleanly (a killed one logs no stop)
 }
 
 // span is a time span in Unix nanoseconds.
@@ -179,22 +181,25 @@ func (a *accounts) retryOffAt(m int, from, to int64) bool {
 	return false
 }
 
-// memberTimes builds accounts.retryOff and accounts.starts from the
-// children's events.
-func memberTimes(events []Event) (retryOff map[int][]span, starts map[int][]int64) {
+// memberTimes builds accounts.retryOff, accounts.starts and
+// accounts.stops from the children's events.
+func memberTimes(events []Event) (retryOff map[int][]span, starts, stops map[int][]int64) {
 	byMember := map[int][]Event{}
 	for _, e := range events {
-		if e.Ev == "retry" || e.Ev == "start" {
+		if e.Ev == "retry" || e.Ev == "start" || e.Ev == "stop" {
 			byMember[e.Member] = append(byMember[e.Member], e)
 		}
 	}
-	retryOff, starts = map[int][]span{}, map[int][]int64{}
+	retryOff, starts, stops = map[int][]span{}, map[int][]int64{}, map[int][]int64{}
 	for m, es := range byMember {
 		slices.SortStableFunc(es, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
 		open := int64(-1)
 		for _, e := range es {
-			if e.Ev == "start" {
+			switch e.Ev {
+			case "start":
 				starts[m] = append(starts[m], e.T0)
+			case "stop":
+				stops[m] = append(stops[m], e.T0)
 			}
 			off := e.Ev == "retry" && e.On != nil && !*e.On
 			switch {
@@ -209,7 +214,29 @@ func memberTimes(events []Event) (retryOff map[int][]span, starts map[int][]int6
 			retryOff[m] = append(retryOff[m], span{open, math.MaxInt64})
 		}
 	}
-	return retryOff, starts
+	return retryOff, starts, stops
+}
+
+// killedBefore reports whether member m's process that ran at t was killed
+// rather than stopped, before any of the calls oks after t began: after t,
+// m's next process started before that process logged a clean stop, and
+// before those calls. A process killed and never restarted gives no time to
+// order the calls by, so it does not count.
+func (a *accounts) killedBefore(m int, t int64, oks []Event) bool {
+	next := func(ts []int64) int64 {
+		n := int64(math.MaxInt64)
+		for _, x := range ts {
+			if x > t && x < n {
+				n = x
+			}
+		}
+		return n
+	}
+	stop, start := next(a.stops[m]), next(a.starts[m])
+	if start == math.MaxInt64 || start > stop {
+		return false
+	}
+	return !slices.ContainsFunc(oks, func(e Event) bool { return e.T0 > t && e.T0 < start })
 }
 
 // With eos, a processed record counts as processed only through its
@@ -218,8 +245,8 @@ func memberTimes(events []Event) (retryOff map[int][]span, starts map[int][]int6
 // the tier went with the topic.
 func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, copyDeleted: map[pos]bool{}}
-	a.retryOff, a.starts = memberTimes(events)
+		skipped: map[pos]bool{}, skips: map[pos][]Event{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, copyDeleted: map[pos]bool{}}
+	a.retryOff, a.starts, a.stops = memberTimes(events)
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
 		switch e.Ev {
@@ -237,6 +264,7 @@ func account(source string, letterRecs []*kgo.Record, events []Event, dels []del
 		case "skip":
 			if e.Err == "" && e.Topic == source {
 				a.skipped[at] = true
+				a.skips[at] = append(a.skips[at], e)
 			}
 		case "ack":
 			if e.Topic == source {
@@ -391,10 +419,13 @@ func judge(sc *Scenario, f *facts) []Violation {
 				add("duplicate-output", "record %s has %d outputs read_committed; calls: %s", at, n, calls(a.calls[at]))
 			case n == 1 && len(ls) > 0:
 				add("output-and-letter", "record %s has an output and a letter, both read_committed; calls: %s", at, calls(a.calls[at]))
-			case n == 1 && a.skipped[at]:
+			case n == 1 && a.skipped[at] && !slices.ContainsFunc(a.skips[at], func(e Event) bool { return a.killedBefore(e.Member, e.T0, oks) }):
 				// Consumer.Skip returned nil, yet the record was
 				// processed and its output committed: the skip was
-				// undone (by an aborted transaction, say).
+				// undone (by an aborted transaction, say). A skip that
+				// a kill of its process undid, before a transaction
+				// committed it, is at-least-once: the record was not
+				// settled yet (kfake seed 9700023).
 				add("skip-undone", "record %s was skipped by an operator (Skip returned nil), then processed with its output committed; calls: %s", at, calls(a.calls[at]))
 			case n == 0 && len(oks) > 0 && len(ls) == 0 && !a.skipped[at] && a.deleted[at] == "":
 				add("missing-output", "record %s was processed but has no committed output; calls: %s", at, calls(a.calls[at]))
@@ -444,15 +475,25 @@ func stuckBound(sc *Scenario) time.Duration {
 
 // stuckViolations checks that no record kept its partition stuck (as
 // Stats().Stuck showed it, read every 250ms by the children) for longer
-// than the scenario explains (stuckBound).
+// than the scenario explains (stuckBound). A record stuck since before the
+// process that showed it started (durable attempts carry the time of its
+// first failure across a kill) counts from that start: the kill's downtime
+// is the fault's, not the consumer's (kfake seed 9700094).
 func stuckViolations(sc *Scenario, events []Event) []Violation {
 	bound := stuckBound(sc)
+	_, starts, _ := memberTimes(events)
 	var vs []Violation
 	for _, e := range events {
 		if e.Ev != "stuck" || e.T0 == 0 {
 			continue
 		}
-		if d := time.Duration(e.T1 - e.T0); d > bound {
+		from := e.T0
+		for _, t := range starts[e.Member] {
+			if t > from && t <= e.T1 {
+				from = t
+			}
+		}
+		if d := time.Duration(e.T1 - from); d > bound {
 			vs = append(vs, Violation{"stuck-too-long", fmt.Sprintf("member %d: %s/%d stuck on offset %d (%s) for %v, more than the %v its tries and the scenario's faults explain",
 				e.Member, e.Topic, e.Part, e.Offset, e.Err, d.Round(time.Millisecond), bound)})
 		}
@@ -655,7 +696,8 @@ func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
 			continue
 		}
 		pp := pos{prev.Partition, prev.Offset}
-		if a.givenUp(pp, firstOK(a.ok[pos{r.Partition, r.Offset}]).Member, bt) {
+		m := firstOK(a.ok[pos{r.Partition, r.Offset}]).Member
+		if a.givenUp(pp, m, bt) || a.skippedBefore(pp, m, bt) {
 			continue
 		}
 		if at, ok := minT1(a.ok[pp]); ok {
@@ -670,6 +712,23 @@ func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
 		}
 	}
 	return vs
+}
+
+// skippedBefore reports whether member m skipped the record at pp (Skip
+// returned nil) before bt, with no restart of m in between: the skip
+// settled it, so the next record of its key was free to run. A success of
+// pp after that is the record handled again after a crash undid the skip
+// (it was never committed: at-least-once), not a broken order.
+func (a *accounts) skippedBefore(pp pos, m int, bt int64) bool {
+	for _, e := range a.skips[pp] {
+		if e.Member != m || e.T0 > bt {
+			continue
+		}
+		if !slices.ContainsFunc(a.starts[m], func(t int64) bool { return t > e.T0 && t <= bt }) {
+			return true
+		}
+	}
+	return false
 }
 
 // givenUp reports whether member m gave up on the record at pp before bt:

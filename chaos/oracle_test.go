@@ -182,6 +182,25 @@ func TestOracleStuckTooLong(t *testing.T) {
 	if len(vs) != 1 || vs[0].Kind != "stuck-too-long" || !strings.Contains(vs[0].Detail, "member 1:") {
 		t.Fatalf("violations %v, want one stuck-too-long of member 1", vs)
 	}
+	// Stuck since before a restart of its member (durable attempts keep
+	// the first failure's time): counted from the restart, so a kill
+	// longer than the margin is not the consumer's (kfake seed 9700094).
+	// A restart of another member, or one before the record's time, does
+	// not shorten it.
+	long := stuck(2, bound+5*time.Second)
+	for _, c := range []struct {
+		name  string
+		start Event
+		want  int
+	}{
+		{"its member restarted", Event{Ev: "start", Member: 2, T0: 1000 + (6 * time.Second).Nanoseconds()}, 0},
+		{"another member restarted", Event{Ev: "start", Member: 1, T0: 1000 + (6 * time.Second).Nanoseconds()}, 1},
+		{"its member started before", Event{Ev: "start", Member: 2, T0: 500}, 1},
+	} {
+		if vs := stuckViolations(sc, []Event{c.start, long}); len(vs) != c.want {
+			t.Errorf("%s: violations %v, want %d", c.name, vs, c.want)
+		}
+	}
 }
 
 // In exactly-once mode a letter is acknowledged inside a transaction that
@@ -339,5 +358,70 @@ func TestOracleAttemptsOfADeletedCopy(t *testing.T) {
 	}
 	if vs := judged([]deletion{{Topic: sc.DLQ(), Start: 10, End: 20}}); len(vs) != 1 {
 		t.Errorf("another topic deleted: %v, want attempts-lost", vs)
+	}
+}
+
+// A record skipped by an operator settles it: the next record of its key
+// may run at once. A crash before the skip was committed has the record
+// handled again, and that replay is at-least-once, not a broken order
+// (kfake seed 9700012). The same calls without the skip, or with the skip
+// in an earlier process, are still a violation.
+func TestOracleSkipThenReplayIsNoOrderViolation(t *testing.T) {
+	sc := &Scenario{Seed: 1, Mode: Mode{Dispatch: "lanes", LanesMax: 3, Tries: 2, Protocol: "classic"}}
+	prev, next := src(sc, 2, 9, "k", Value{ID: 0, Fail: 1}), src(sc, 2, 10, "k", Value{ID: 1})
+	at := func(e Event) Event { e.Member = 1; return e }
+	start := func(t0 int64) Event { return Event{Ev: "start", Member: 1, T0: t0} }
+	skip := Event{Ev: "skip", Member: 1, Topic: sc.Source(), Part: 2, Offset: 9, T0: 110}
+	replay := []Event{ // failed, skipped, the next one ran, killed, both again
+		start(1), at(call(sc, 2, 9, "transient", 100, 101)), at(call(sc, 2, 10, "ok", 120, 121)),
+		start(200), at(call(sc, 2, 9, "transient", 300, 301)), at(call(sc, 2, 9, "ok", 310, 311)), at(call(sc, 2, 10, "ok", 312, 313)),
+	}
+	for _, c := range []struct {
+		name   string
+		events []Event
+		order  bool
+	}{
+		{"skipped before the next record ran", append([]Event{skip}, replay...), false},
+		{"never skipped", replay, true},
+		{"skipped after the next record began", append([]Event{{Ev: "skip", Member: 1, Topic: sc.Source(), Part: 2, Offset: 9, T0: 150}}, replay...), true},
+		{"skipped by another member", append([]Event{{Ev: "skip", Member: 0, Topic: sc.Source(), Part: 2, Offset: 9, T0: 110}}, replay...), true},
+		{"a refused skip", append([]Event{{Ev: "skip", Member: 1, Topic: sc.Source(), Part: 2, Offset: 9, T0: 110, Err: "is not stuck"}}, replay...), true},
+	} {
+		f := &facts{source: []*kgo.Record{prev, next}, ends: map[int32]int64{2: 11}, committed: map[int32]int64{2: 11}, events: c.events}
+		vs := judge(sc, f)
+		if got := byKind(vs)["order"] > 0; got != c.order {
+			t.Errorf("%s: order violation %v, want %v: %v", c.name, got, c.order, vs)
+		}
+	}
+}
+
+// A skip is committed with the next transaction: a kill of its process
+// before that undoes it, and the record handled again with its output
+// committed is at-least-once, not a skip undone (kfake seed 9700023). A
+// skip undone without a kill, or one whose record was handled again before
+// the kill, is still a violation.
+func TestOracleSkipUndoneByAKill(t *testing.T) {
+	sc := &Scenario{Seed: 1, Mode: Mode{Dispatch: "batch", BatchSize: 8, Tries: 4, Protocol: "classic", ExactlyOnce: true}}
+	rec := src(sc, 0, 5, "k", Value{ID: 0, Fail: 3})
+	at := func(e Event) Event { e.Member = 0; return e }
+	start := func(t0 int64) Event { return Event{Ev: "start", Member: 0, T0: t0} }
+	stop := func(t0 int64) Event { return Event{Ev: "stop", Member: 0, T0: t0} }
+	skip := Event{Ev: "skip", Member: 0, Topic: sc.Source(), Part: 0, Offset: 5, T0: 110}
+	for _, c := range []struct {
+		name   string
+		events []Event
+		undone bool
+	}{
+		{"killed after the skip", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, false},
+		{"killed, handled by another member after the restart", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200), {Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301}}, false},
+		{"never restarted", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, {Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301}}, true},
+		{"stopped cleanly after the skip", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, stop(150), start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
+		{"handled again before the kill", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, at(call(sc, 0, 5, "ok", 120, 121)), start(200), stop(400)}, true},
+	} {
+		f := &facts{source: []*kgo.Record{rec}, outputs: []*kgo.Record{output(0, 5)}, ends: map[int32]int64{0: 6}, committed: map[int32]int64{0: 6}, events: c.events}
+		vs := judge(sc, f)
+		if got := byKind(vs)["skip-undone"] > 0; got != c.undone {
+			t.Errorf("%s: skip-undone %v, want %v: %v", c.name, got, c.undone, vs)
+		}
 	}
 }

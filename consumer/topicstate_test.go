@@ -292,3 +292,89 @@ func TestIntegrationStatsTopics(t *testing.T) {
 		t.Errorf("Stats.Topics: %+v, want the source topic only", cons.Stats().Topics)
 	}
 }
+
+// TestIntegrationExactlyOnceTierDeleted: in the exactly-once mode, a retry
+// tier deleted while a record of it is in the open transaction makes the
+// broker refuse that partition's offsets; franz-go then aborts the
+// transaction, and the consumer goes on from the committed offsets: the
+// tier is created again and later records go through it, each output
+// written once. (Before: the refusal was taken for a transaction of unknown
+// outcome, and the consumer halted; kfake chaos seed 9900095.)
+func TestIntegrationExactlyOnceTierDeleted(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "eos-tier-del", 1)
+	out := c.Topic(t, "eos-tier-del-out", 1)
+	tier := consumer.RetryTopics{}.TierTopic(topic, "", 50*time.Millisecond)
+	prod := manualProducer(t, c)
+	var mu sync.Mutex
+	done := map[string]bool{}
+	held := make(chan struct{})    // the tier's record of "a" is being handled
+	release := make(chan struct{}) // the tier is gone
+	var holdOnce sync.Once
+	cons := stringConsumer(t, c, topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
+		if r.Value != "c" && r.Tier == 0 {
+			return failure.Transient(errors.New("fails until retried from the tier"))
+		}
+		if r.Value == "a" {
+			holdOnce.Do(func() {
+				close(held)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			})
+		}
+		if err := r.Produce(&kgo.Record{Topic: out, Value: []byte(r.Value)}); err != nil {
+			return err
+		}
+		mu.Lock()
+		done[r.Value] = true
+		mu.Unlock()
+		return nil
+	}, func(cfg *consumer.Config[string, string]) {
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("tier-del-txn")}
+		cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{50 * time.Millisecond}}
+		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.ActionRetryTopic}
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+	})
+	stop := runConsumer(t, cons)
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte("a")})
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the tier's record of a was not handled")
+	}
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := adm.DeleteTopic(ctx, tier); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "the tier gone", func() bool {
+		td, err := adm.ListTopics(ctx, tier)
+		return err == nil && (len(td) == 0 || td[tier].Err != nil)
+	})
+	ended := func() uint64 { s := cons.Stats(); return s.TransactionsCommitted + s.TransactionsAborted }
+	before := ended()
+	close(release)
+	// The transaction that holds the tier's offset of a ends alone, with
+	// nothing else to fail it.
+	kafkatest.WaitFor(t, 30*time.Second, "the transaction of a ended", func() bool { return ended() > before })
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte("b")}, &kgo.Record{Topic: topic, Value: []byte("c")})
+	kafkatest.WaitFor(t, 90*time.Second, "b through the tier made again, and c", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return done["b"] && done["c"]
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("the consumer stopped with %v; want it to go on after the tier was deleted", err)
+	}
+	n := map[string]int{}
+	for _, r := range readCommitted(t, c, out) {
+		n[string(r.Value)]++
+	}
+	if n["b"] != 1 || n["c"] != 1 || n["a"] > 1 {
+		t.Fatalf("outputs %v; want b and c once each, a at most once (its tier copy went with the topic)", n)
+	}
+	t.Logf("outputs %v, transactions aborted %d", n, cons.Stats().TransactionsAborted)
+}

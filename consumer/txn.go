@@ -495,6 +495,17 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 	committed, err := t.sess.End(kgo.PreTxnCommitFnContext(ectx, t.rewrite(marks)), try)
 	cancel()
+	if err != nil && !committed && offsetsRefused(err) {
+		// The broker refused the offsets of a partition whose topic is
+		// gone (a retry tier deleted, say): franz-go then ended the
+		// transaction as an abort, and returns the refusal only when
+		// that abort succeeded. Its records are handled again from the
+		// committed offsets, as after any abort.
+		if why == nil {
+			why = err
+		}
+		err = nil
+	}
 	if err != nil && try == kgo.TryAbort && !fatalTxn(err) {
 		err = t.abortUntilDone(ctx, timeout, err)
 	}
@@ -573,6 +584,13 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 			return err
 		}
 	}
+}
+
+// offsetsRefused reports whether err, from ending a transaction, is the
+// broker's refusal of a partition's offsets because its topic is unknown:
+// an error of the offsets' commit, which no end of a transaction returns.
+func offsetsRefused(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
 // fatalTxn reports whether a transaction error means this member can no
