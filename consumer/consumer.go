@@ -133,6 +133,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 			return nil, err
 		}
 		c.dlq.isTier = func(t string) bool { _, ok := c.tiers.byTopic[t]; return ok }
+		c.dlq.tierGone = c.tiers.gone
 		topics = append(slices.Clip(cfg.Topics), c.tiers.topics()...)
 	}
 

@@ -56,6 +56,10 @@ type dlqWriter struct {
 	// isTier reports whether a topic is a retry tier (written like a
 	// dead-letter topic); nil without retry topics.
 	isTier func(string) bool
+	// tierGone is told that a retry tier was deleted (and created again):
+	// the copies it held went with it. Called before the new topic is
+	// written to. Nil without retry topics.
+	tierGone func(topic string)
 
 	// txnal: the exactly-once mode, whose letters are written in the
 	// transaction by the consumer's client.
@@ -759,6 +763,14 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 		return lastErr
 	}
 	info, err := w.prepare(ctx, source, topic, partitions)
+	if err == nil && t.tier && w.tierGone != nil {
+		w.mu.Lock()
+		old := t.id
+		w.mu.Unlock()
+		if old != (kadm.TopicID{}) && info.id != (kadm.TopicID{}) && info.id != old {
+			w.tierGone(topic) // before the new topic is ready to be written
+		}
+	}
 	w.mu.Lock()
 	t.checked, t.err = time.Now(), err
 	var grew, recreated bool

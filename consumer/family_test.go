@@ -171,3 +171,40 @@ func TestFamilyLostForwardFallsBack(t *testing.T) {
 		t.Fatal("a tier record of another source added an entry")
 	}
 }
+
+// TestFamilyTierGone: a tier topic deleted (and created again) took its
+// copies with it: their entries go, so that the later records of their keys
+// are no longer parked behind records that will never come back; a record
+// whose current copy is in another tier stays, but no longer falls back to
+// a copy in the deleted one. (Before: the entries stayed, and every later
+// record of their keys was parked again and again, 366,629 park writes in
+// 60 s; kfake chaos seed 6000055.)
+func TestFamilyTierGone(t *testing.T) {
+	f := newFamily("orders", 0, 100)
+	f.restore("a", 5, 0, 1, 40) // in tier 0
+	f.restore("a", 9, 0, 1, 41) // parked behind it, in tier 0
+	f.restore("b", 6, 1, 2, 7)  // in tier 1
+	f.restore("c", 8, 0, 1, 42) // in tier 0, being forwarded to tier 1
+	worker := make(chan struct{})
+	f.put("c", 8, 1, 2, worker)
+	f.sending("c", 8, 2)
+	f.seen[0] = 43
+	f.gone(0)
+	if got, want := keysOf(f), []string{"b@6", "c@8"}; !slices.Equal(got, want) {
+		t.Fatalf("entries %v; want %v", got, want)
+	}
+	if _, ok := f.seen[0]; ok {
+		t.Fatal("what the worker took of the deleted tier is still remembered")
+	}
+	if r, _ := f.route("a", 12); r != routeProcess {
+		t.Fatalf("route of a later record of a = %d; want it processed, not parked", r)
+	}
+	close(worker)
+	f.sent("c", 8, 2, 0, errors.New("write failed"))
+	if es := f.keys["c"]; len(es) != 1 || !es[0].lost() || es[0].fallBack() {
+		t.Fatalf("entries of c %+v; want its forward lost with nothing to fall back to", es)
+	}
+	if f.n != 2 {
+		t.Fatalf("family size %d; want 2", f.n)
+	}
+}

@@ -278,6 +278,28 @@ func (t *tiers) reset(ctx context.Context, log func(msg string, args ...any)) {
 	}
 }
 
+// gone forgets the copies that tier topic held: it was deleted (an
+// operator's doing), and they went with it, and so did the records they
+// stood for. An entry left for one would be a ghost (see family). Without
+// per-key order there is nothing to forget.
+func (t *tiers) gone(topic string) {
+	to, ok := t.byTopic[topic]
+	if !ok || !t.ordered {
+		return
+	}
+	t.mu.Lock()
+	var fams []*family
+	for k, f := range t.fams {
+		if k.topic == to.source {
+			fams = append(fams, f)
+		}
+	}
+	t.mu.Unlock()
+	for _, f := range fams {
+		f.gone(to.index)
+	}
+}
+
 // drop forgets the families of revoked source partitions, but for those
 // some of whose tier partitions this member still owns (held reports it):
 // their workers go on using the family, which is rebuilt when the source
@@ -583,6 +605,22 @@ func (f *family) stopped(tier int, by <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// gone drops the entries whose current copy the deleted tier held, and the
+// previous copies it held of records being written elsewhere: those fall
+// back to nothing should their write fail. The tier's new topic starts
+// afresh, so what this member's worker took of it is forgotten too.
+func (f *family) gone(tier int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.seen, tier)
+	f.sweep(func(e *entry) bool {
+		if e.prev.at >= 0 && e.prev.tier == tier {
+			e.prev = copyAt{at: -1}
+		}
+		return e.tier == tier && e.at >= 0
+	})
 }
 
 // prune drops, after a rebuild read the tiers, the entries whose copy lies
