@@ -153,6 +153,9 @@ type accounts struct {
 	// after the last deletion of its topic (so in the topic created again,
 	// where the oracle's reader finds it), is not here.
 	deleted map[pos]string
+	// deletedAck is, for each record in deleted, the time of the
+	// acknowledgement that put it there.
+	deletedAck map[pos]int64
 	// copyDeleted are the records with a copy (a forward or a letter,
 	// acknowledged) in a topic the delete fault deleted after it, whatever
 	// became of them: the attempt count a tier copy carried went with it.
@@ -243,9 +246,14 @@ func (a *accounts) killedBefore(m int, t int64, oks []Event) bool {
 // committed output (judge checks), so a record handled from a tier in a
 // transaction that aborted can still be one the fault deleted: its copy in
 // the tier went with the topic.
-func account(source string, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
+//
+// In exactly-once mode an acknowledged copy may belong to a transaction that
+// aborted: copies (forwards) are the tier records the oracle's reader saw
+// read_committed, and an acknowledged copy in a topic the fault did not
+// delete after it, which the reader did not see, is taken for aborted.
+func account(source string, letterRecs, copies []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, skips: map[pos][]Event{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, copyDeleted: map[pos]bool{}}
+		skipped: map[pos]bool{}, skips: map[pos][]Event{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, deletedAck: map[pos]int64{}, copyDeleted: map[pos]bool{}}
 	a.retryOff, a.starts, a.stops = memberTimes(events)
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
@@ -284,6 +292,12 @@ func account(source string, letterRecs []*kgo.Record, events []Event, dels []del
 		}
 		a.letters[l.at] = append(a.letters[l.at], l)
 	}
+	committed := map[copyOf]bool{} // the copies the reader saw, by record and topic
+	for _, r := range copies {
+		if l, err := parseLetter(r); err == nil && l.topic == source {
+			committed[copyOf{l.at, r.Topic}] = true
+		}
+	}
 	for at, acks := range a.acks {
 		for _, ack := range acks {
 			for _, d := range dels {
@@ -295,15 +309,35 @@ func account(source string, letterRecs []*kgo.Record, events []Event, dels []del
 		if (len(a.ok[at]) > 0 && !eos) || len(a.letters[at]) > 0 || a.skipped[at] {
 			continue
 		}
+		if eos {
+			acks = slices.DeleteFunc(slices.Clone(acks), func(e Event) bool {
+				return !committed[copyOf{at, e.To}] && !deletedAfter(dels, e.To, e.T0-margin.Nanoseconds())
+			})
+			if len(acks) == 0 {
+				continue
+			}
+		}
 		last := slices.MaxFunc(acks, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
 		for _, d := range dels {
 			if d.Topic == last.To && last.T0 < d.End+margin.Nanoseconds() {
-				a.deleted[at] = d.Topic
+				a.deleted[at], a.deletedAck[at] = d.Topic, last.T0
 				break
 			}
 		}
 	}
 	return a
+}
+
+// copyOf is a copy of a source record in a topic.
+type copyOf struct {
+	at    pos
+	topic string
+}
+
+// deletedAfter reports whether the fault deleted topic after t (its
+// deletion ended after t).
+func deletedAfter(dels []deletion, topic string, t int64) bool {
+	return slices.ContainsFunc(dels, func(d deletion) bool { return d.Topic == topic && d.End > t })
 }
 
 // unaccounted lists the source records that are neither processed,
@@ -313,7 +347,7 @@ func unaccounted(src, letterRecs []*kgo.Record, events []Event, dels []deletion,
 	if len(src) == 0 {
 		return nil
 	}
-	a := account(src[0].Topic, letterRecs, events, dels, margin, false)
+	a := account(src[0].Topic, letterRecs, nil, events, dels, margin, false)
 	var out []*kgo.Record
 	for _, r := range src {
 		at := pos{r.Partition, r.Offset}
@@ -550,7 +584,7 @@ func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation 
 // group's offset was also seen past it (committed in that transaction, or
 // a later one) before the deletion ended.
 func judgeAccounts(sc *Scenario, f *facts) *accounts {
-	a := account(sc.Source(), f.letters, f.events, f.deletes, f.deleteMargin, sc.Mode.ExactlyOnce)
+	a := account(sc.Source(), f.letters, f.forwards, f.events, f.deletes, f.deleteMargin, sc.Mode.ExactlyOnce)
 	if !sc.Mode.ExactlyOnce {
 		return a
 	}
@@ -560,7 +594,7 @@ func judgeAccounts(sc *Scenario, f *facts) *accounts {
 			delete(a.deleted, at) // processed after all: its output committed
 			continue
 		}
-		last, _ := maxT0(a.acks[at])
+		last := a.deletedAck[at]
 		ok := false
 		for _, d := range f.deletes {
 			end := d.End + f.deleteMargin.Nanoseconds()
@@ -590,17 +624,6 @@ func outputsBySource(outs []*kgo.Record) map[pos]int {
 		}
 	}
 	return n
-}
-
-func maxT0(es []Event) (int64, bool) {
-	if len(es) == 0 {
-		return 0, false
-	}
-	m := es[0].T0
-	for _, e := range es[1:] {
-		m = max(m, e.T0)
-	}
-	return m, true
 }
 
 // commitAhead checks that no commit passed a record before it was settled:

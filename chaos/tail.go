@@ -23,6 +23,7 @@ type tail struct {
 	mu   sync.Mutex
 	recs map[string]map[recKey]*kgo.Record
 	next map[string]map[int32]int64 // the offset after the last one read, control records included
+	ids  map[string][16]byte        // the topic id the reads of each topic came from
 }
 
 func newTail(brokers []string, topics ...string) (*tail, error) {
@@ -35,7 +36,7 @@ func newTail(brokers []string, topics ...string) (*tail, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &tail{cl: cl, cancel: cancel, done: make(chan struct{}),
-		recs: map[string]map[recKey]*kgo.Record{}, next: map[string]map[int32]int64{}}
+		recs: map[string]map[recKey]*kgo.Record{}, next: map[string]map[int32]int64{}, ids: map[string][16]byte{}}
 	go t.loop(ctx)
 	return t, nil
 }
@@ -48,11 +49,15 @@ func (t *tail) loop(ctx context.Context) {
 			// A topic deleted and created again: the client keeps its
 			// old id and fails it until it is purged and added back.
 			if errors.Is(err, kerr.UnknownTopicID) {
-				t.cl.PurgeTopicsFromClient(topic)
-				t.cl.AddConsumeTopics(topic)
+				t.afresh(topic)
 			}
 		})
 		t.mu.Lock()
+		fs.EachTopic(func(ft kgo.FetchTopic) {
+			if ft.TopicID != ([16]byte{}) {
+				t.ids[ft.Topic] = ft.TopicID
+			}
+		})
 		fs.EachRecord(func(r *kgo.Record) {
 			if t.next[r.Topic] == nil {
 				t.next[r.Topic] = map[int32]int64{}
@@ -74,6 +79,18 @@ func (t *tail) loop(ctx context.Context) {
 	}
 }
 
+// afresh makes the reader read topic again from the start of its new
+// topic id: what was read of the old one stays (the letters seen), and its
+// positions are forgotten, so that caughtUp waits for the new topic.
+func (t *tail) afresh(topic string) {
+	t.mu.Lock()
+	delete(t.next, topic)
+	delete(t.ids, topic)
+	t.mu.Unlock()
+	t.cl.PurgeTopicsFromClient(topic)
+	t.cl.AddConsumeTopics(topic)
+}
+
 func (t *tail) close() {
 	t.cancel()
 	<-t.done
@@ -81,8 +98,24 @@ func (t *tail) close() {
 }
 
 // caughtUp reports whether the reader reached the last stable offsets of
-// its topics.
+// its topics, in the topic each name stands for now: a topic deleted and
+// created again is read afresh first (the client would otherwise learn it
+// only from fetch errors, after their backoff, and its old positions would
+// pass for the new topic's).
 func (t *tail) caughtUp(ctx context.Context, adm *kadm.Client, topics ...string) bool {
+	tds, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return false
+	}
+	for _, td := range tds {
+		t.mu.Lock()
+		held, ok := t.ids[td.Topic]
+		t.mu.Unlock()
+		if td.Err == nil && td.ID != (kadm.TopicID{}) && ok && held != [16]byte(td.ID) {
+			t.afresh(td.Topic)
+			return false
+		}
+	}
 	lso, err := adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
 		return false

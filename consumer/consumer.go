@@ -281,6 +281,15 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 		c.beginTxns(runCtx)
 	}
 	fetchErrs := newFetchErrs(c.log, c.cl)
+	if c.tiers != nil {
+		fetchErrs.writer = func(t string) bool {
+			if _, ok := c.tiers.byTopic[t]; !ok {
+				return false
+			}
+			go c.dlq.staleFetches(runCtx, t)
+			return true
+		}
+	}
 	go c.watchTopicIDs(runCtx)
 	for {
 		// Wait while the flowing partitions hold the total: the client

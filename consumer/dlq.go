@@ -60,6 +60,14 @@ type dlqWriter struct {
 	// the copies it held went with it. Called before the new topic is
 	// written to. Nil without retry topics.
 	tierGone func(topic string)
+	// purges counts the client's purges of topics (recreated). A write
+	// records it when sent: one that fails with UNKNOWN_TOPIC_ID after a
+	// purge was sent with the old topic id, and must not purge again. A
+	// purge resets the client's sequence numbers of the topic while its
+	// producer id stays: should the client have written to the new topic
+	// already, its next writes would repeat those sequence numbers, and
+	// the broker would take them for duplicates and drop them.
+	purges atomic.Uint64
 
 	// txnal: the exactly-once mode, whose letters are written in the
 	// transaction by the consumer's client.
@@ -316,6 +324,7 @@ const (
 type write struct {
 	l     *letter
 	start time.Time
+	gen   uint64        // dlqWriter.purges when sent
 	done  chan struct{} // closed when acknowledged or failed
 	err   error         // read after done
 	at    int64         // the offset written at, when acknowledged
@@ -493,7 +502,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	// The record's timestamp is the write's start, which saves the client
 	// its own clock read.
 	rec.Timestamp = start
-	*wr = write{l: l, start: start, done: make(chan struct{})}
+	*wr = write{l: l, start: start, gen: w.purges.Load(), done: make(chan struct{})}
 	if l.tries == 0 {
 		l.first = wr.start
 	}
@@ -600,15 +609,41 @@ func (w *dlqWriter) recheck(source, topic string) {
 	}
 }
 
-// changed is recheck after a write to topic failed with err (topicChanged).
-// UNKNOWN_TOPIC_ID says the client holds an id the topic no longer has: it
-// was deleted and created again, maybe by another member, so the writer may
-// never have seen the id that ensure would compare. The client forgets the
-// topic, and the next write loads it afresh.
-func (w *dlqWriter) changed(source, topic string, err error) {
+// changed is recheck after a write wr to topic failed with err
+// (topicChanged). UNKNOWN_TOPIC_ID says the client held an id the topic no
+// longer has: it was deleted and created again, maybe by another member, so
+// the writer may never have seen the id that ensure would compare. The
+// client forgets the topic, and the next write loads it afresh; unless it
+// forgot a topic since wr was sent (see purges).
+func (w *dlqWriter) changed(source, topic string, err error, wr *write) {
 	w.recheck(source, topic)
-	if errors.Is(err, kerr.UnknownTopicID) {
+	if errors.Is(err, kerr.UnknownTopicID) && (wr == nil || wr.gen == w.purges.Load()) {
 		w.recreated(topic)
+	}
+}
+
+// staleFetches is the poll loop's report that fetches of tier topic fail
+// with UNKNOWN_TOPIC_ID: the client holds an id the topic no longer has. A
+// tier this writer never wrote to is forgotten at once; one it wrote to is
+// checked again (ensure), which forgets it only if its id changed since the
+// writer's last check, so that a purge never follows writes to the new
+// topic (see purges).
+func (w *dlqWriter) staleFetches(ctx context.Context, topic string) {
+	w.mu.Lock()
+	t := w.topics[topic]
+	written := t != nil && t.id != (kadm.TopicID{})
+	var source string
+	if written {
+		source = t.source
+	}
+	w.mu.Unlock()
+	if !written {
+		w.recreated(topic)
+		return
+	}
+	w.recheck(source, topic)
+	if n, err := w.sourcePartitions(ctx, source); err == nil {
+		_ = w.ensure(ctx, source, topic, n) // an error is the next write's to handle
 	}
 }
 
@@ -800,6 +835,7 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 // topic has no producer state, so its writes start afresh. A retry tier is
 // consumed too: it is added back to the subscription.
 func (w *dlqWriter) recreated(topic string) {
+	w.purges.Add(1)
 	w.log.Warn(w.what(topic)+" was deleted and created again: the client starts afresh with it", "topic", topic)
 	if w.isTier != nil && w.isTier(topic) {
 		w.cl.PurgeTopicsFromClient(topic)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/deadletter"
@@ -67,5 +69,39 @@ func TestLetterSizeAndReadyCache(t *testing.T) {
 	}
 	if w.limit("payments.dlq") != 0 || w.limit("orders.dlq") != 2000 {
 		t.Fatalf("limits %d and %d, want 0 and 2000", w.limit("payments.dlq"), w.limit("orders.dlq"))
+	}
+}
+
+// TestChangedPurgesOncePerTopicID: a write that fails with UNKNOWN_TOPIC_ID
+// makes the client forget the topic, unless the client forgot a topic since
+// the write was sent: several letters in flight to a topic deleted and
+// created again all fail so, and a purge after writes to the new topic had
+// gone through reset the client's sequence numbers under the same producer
+// id, so that the broker took the next letters for duplicates of those and
+// dropped them (acknowledged, never written; kfake chaos seed 6000038).
+func TestChangedPurgesOncePerTopicID(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	w := &dlqWriter{cl: cl, log: slog.New(slog.DiscardHandler)}
+	first, second := &write{gen: w.purges.Load()}, &write{gen: w.purges.Load()}
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, first)
+	if n := w.purges.Load(); n != 1 {
+		t.Fatalf("purges after the first failure: %d; want 1", n)
+	}
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, second) // sent before the purge
+	if n := w.purges.Load(); n != 1 {
+		t.Fatalf("purges after a failure of a write sent before the purge: %d; want still 1", n)
+	}
+	later := &write{gen: w.purges.Load()}
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicOrPartition, later)
+	if n := w.purges.Load(); n != 1 {
+		t.Fatalf("purges after UNKNOWN_TOPIC_OR_PARTITION: %d; want still 1", n)
+	}
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, later) // the topic changed again
+	if n := w.purges.Load(); n != 2 {
+		t.Fatalf("purges after a failure of a write sent after the purge: %d; want 2", n)
 	}
 }

@@ -39,6 +39,10 @@ type fetchErrs struct {
 	quiet  map[tp]int       // errors not logged since
 	forgot map[string]time.Time
 	stale  []string // topics to forget after this poll
+	// writer takes a topic that the consumer also writes to (a retry
+	// tier), and reports true: the dead-letter writer decides whether to
+	// forget it (dlqWriter.staleFetches). Nil without retry tiers.
+	writer func(topic string) bool
 }
 
 func newFetchErrs(log *slog.Logger, cl *kgo.Client) *fetchErrs {
@@ -75,6 +79,9 @@ func (f *fetchErrs) forget() {
 		return
 	}
 	for _, t := range f.stale {
+		if f.writer != nil && f.writer(t) {
+			continue
+		}
 		f.log.Warn("topic was deleted and created again: the client consumes it afresh", "topic", t)
 		f.cl.PurgeTopicsFromClient(t)
 		f.cl.AddConsumeTopics(t)

@@ -361,7 +361,7 @@ func (p *partition[K, V]) idleLanes() bool {
 		return false
 	}
 	p.flush()
-	p.log.summary()
+	p.log.idle()
 	head, ok := p.reap()
 	if !ok {
 		return false

@@ -268,7 +268,7 @@ func (p *partition[K, V]) run() {
 // stuck and can be skipped. It returns false when the worker must stop.
 func (p *partition[K, V]) idle() bool {
 	p.ledger.flush()
-	p.log.summary()
+	p.log.idle()
 	head, ok := p.reap()
 	if !ok {
 		return false
@@ -364,7 +364,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 		if topicChanged(err) {
 			// Decided on the topic as it is now, not as it was cached:
 			// an operator may have fixed it.
-			w.changed(l.src.Topic, l.tmpl.Topic, err)
+			w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
 			if werr := w.writable(rctx, l); werr == nil {
 				never = false
 			} else if never = unwritable(werr); never {

@@ -13,7 +13,10 @@ import (
 // not write one line per record without bound. Each partition writes at most
 // logBurst record-level lines per logWindow; the lines over that are counted
 // (every record still is, in Stats) and a summary line says how many were
-// suppressed, when the next window starts or the partition goes idle.
+// suppressed: when the partition first goes idle in the window (at most once
+// per window, so that a trickle of records with an idle moment between each
+// does not write a summary per record), when the next window starts, and
+// when the partition stops.
 const (
 	logBurst  = 20
 	logWindow = 10 * time.Second
@@ -29,7 +32,8 @@ type recordLog struct {
 
 	start      time.Time // of the window
 	lines      int       // written in the window
-	suppressed int       // in the window
+	suppressed int       // in the window, not summarized yet
+	told       bool      // an idle summary was written in the window
 }
 
 func newRecordLog(l *slog.Logger, topic string, part int32) *recordLog {
@@ -55,7 +59,7 @@ func (r *recordLog) log(level slog.Level, msg string, rec *kgo.Record, attrs []a
 	now := time.Now()
 	if now.Sub(r.start) >= logWindow {
 		r.summaryLocked()
-		r.start, r.lines = now, 0
+		r.start, r.lines, r.told = now, 0, false
 	}
 	if r.lines >= logBurst {
 		r.suppressed++
@@ -67,19 +71,39 @@ func (r *recordLog) log(level slog.Level, msg string, rec *kgo.Record, attrs []a
 	r.l.Log(ctx, level, msg, append(recordAttrs(rec), attrs...)...)
 }
 
-// summary logs how many record-level lines were suppressed, if any.
+// idle logs, as the partition goes idle, how many record-level lines were
+// suppressed, if any: once per window; what is suppressed after that is
+// told when the window ends.
+func (r *recordLog) idle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.start) >= logWindow {
+		r.summaryLocked()
+		r.start, r.lines, r.told = time.Now(), 0, false
+		return
+	}
+	if !r.told {
+		r.told = r.summaryLocked()
+	}
+}
+
+// summary logs how many record-level lines were suppressed, if any: when
+// the partition stops.
 func (r *recordLog) summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.summaryLocked()
 }
 
-func (r *recordLog) summaryLocked() {
+// summaryLocked logs the suppressed lines not summarized yet, and reports
+// whether there were any.
+func (r *recordLog) summaryLocked() bool {
 	if r.suppressed == 0 {
-		return
+		return false
 	}
 	r.l.Warn("record-level log lines suppressed (every record is still counted in Stats)",
 		"topic", r.topic, "partition", r.part, "suppressed", r.suppressed,
 		"window", dur(logWindow), "limit", logBurst)
 	r.suppressed = 0
+	return true
 }

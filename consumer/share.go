@@ -913,7 +913,7 @@ func (s *shareSource[K, V]) write(ctx context.Context, log *recordLog, l *letter
 		if topicChanged(err) {
 			// Decided on the topic as it is now: an operator may have
 			// fixed it.
-			w.changed(l.src.Topic, l.tmpl.Topic, err)
+			w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
 			if werr := w.writable(ctx, l); werr == nil {
 				never = false
 			} else if never = unwritable(werr); never {

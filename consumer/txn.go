@@ -780,7 +780,7 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 		if topicChanged(err) {
 			// Decided on the topic as it is now, not as it was cached:
 			// an operator may have fixed it.
-			w.changed(l.src.Topic, l.tmpl.Topic, err)
+			w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
 			if err = w.writable(p.ctx, l); err == nil {
 				continue
 			}
