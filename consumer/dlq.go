@@ -624,10 +624,12 @@ func (w *dlqWriter) changed(source, topic string, err error, wr *write) {
 
 // staleFetches is the poll loop's report that fetches of tier topic fail
 // with UNKNOWN_TOPIC_ID: the client holds an id the topic no longer has. A
-// tier this writer never wrote to is forgotten at once; one it wrote to is
+// tier this writer never wrote to is forgotten at once. One it wrote to is
 // checked again (ensure), which forgets it only if its id changed since the
 // writer's last check, so that a purge never follows writes to the new
-// topic (see purges).
+// topic (see purges); if it did not, the writer knows the new topic (it may
+// have created it) and only the consuming holds the old id: the topic is
+// forgotten for consuming only, which keeps the writes' sequence numbers.
 func (w *dlqWriter) staleFetches(ctx context.Context, topic string) {
 	w.mu.Lock()
 	t := w.topics[topic]
@@ -641,9 +643,15 @@ func (w *dlqWriter) staleFetches(ctx context.Context, topic string) {
 		w.recreated(topic)
 		return
 	}
+	before := w.purges.Load()
 	w.recheck(source, topic)
 	if n, err := w.sourcePartitions(ctx, source); err == nil {
 		_ = w.ensure(ctx, source, topic, n) // an error is the next write's to handle
+	}
+	if w.purges.Load() == before {
+		w.log.Warn("retry topic was deleted and created again: the client consumes it afresh", "topic", topic)
+		w.cl.PurgeTopicsFromConsuming(topic)
+		w.cl.AddConsumeTopics(topic)
 	}
 }
 
