@@ -272,7 +272,7 @@ func runChild(dir string, member int, brokers []string, routes map[string]string
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	go commands(ctx, c, &sc, member, el)
+	go commands(ctx, c, &sc, member, el, stop)
 	watched := make(chan struct{})
 	go func() { defer close(watched); watchStuck(ctx, c, member, el) }()
 	err = c.Run(ctx)
@@ -295,7 +295,12 @@ func runChild(dir string, member int, brokers []string, routes map[string]string
 }
 
 // commands runs the operator's commands that the parent writes to stdin.
-func commands(ctx context.Context, c *consumer.Consumer[string, Value], sc *Scenario, member int, el *eventLog) {
+//
+// Standard input ends when the harness is gone (it holds the pipe open as
+// long as it runs, and a crash closes it): the child then stops, so that no
+// child outlives a harness that crashed.
+func commands(ctx context.Context, c *consumer.Consumer[string, Value], sc *Scenario, member int, el *eventLog, stop func()) {
+	defer stop()
 	r := rand.New(rand.NewPCG(sc.Seed, uint64(member)))
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
