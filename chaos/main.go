@@ -58,7 +58,7 @@ func main() {
 		scenario = flag.String("scenario", "", "run the scenario in this JSON file (a failing run's scenario.json, edited to shrink it by hand) instead of generating one")
 		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang, net-latency, net-cut, net-slow-close)")
 
-		child   = flag.String("child", "", "")
+		child   = flag.String("child", "", "internal: run as a consumer process of the harness, in this run folder (it stops when its standard input ends)")
 		member  = flag.Int("member", 0, "")
 		brokers = flag.String("brokers", "", "")
 		proxy   = flag.String("proxy", "", "")

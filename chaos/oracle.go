@@ -220,12 +220,14 @@ func memberTimes(events []Event) (retryOff map[int][]span, starts, stops map[int
 	return retryOff, starts, stops
 }
 
-// killedBefore reports whether member m's process that ran at t was killed
-// rather than stopped, before any of the calls oks after t began: after t,
-// m's next process started before that process logged a clean stop, and
-// before those calls. A process killed and never restarted gives no time to
-// order the calls by, so it does not count.
-func (a *accounts) killedBefore(m int, t int64, oks []Event) bool {
+// killedBefore reports whether member m's process that skipped the record
+// at at (at t) was killed rather than stopped, before any of the calls oks
+// after t began, and before a commit past the record was seen: after t, m's
+// next process started before that process logged a clean stop, before
+// those calls, and no commit sample past the record falls between. A
+// process killed and never restarted gives no time to order the calls by,
+// so it does not count.
+func (a *accounts) killedBefore(m int, t int64, oks []Event, at pos, commits []commitSample) bool {
 	next := func(ts []int64) int64 {
 		n := int64(math.MaxInt64)
 		for _, x := range ts {
@@ -239,7 +241,17 @@ func (a *accounts) killedBefore(m int, t int64, oks []Event) bool {
 	if start == math.MaxInt64 || start > stop {
 		return false
 	}
+	if slices.ContainsFunc(commits, func(c commitSample) bool {
+		return c.Partition == at.P && c.Committed > at.O && c.At > t && c.At < start
+	}) {
+		return false // the skip was committed before the kill
+	}
 	return !slices.ContainsFunc(oks, func(e Event) bool { return e.T0 > t && e.T0 < start })
+}
+
+// restarted reports whether a process of member m started in (from, to].
+func (a *accounts) restarted(m int, from, to int64) bool {
+	return slices.ContainsFunc(a.starts[m], func(t int64) bool { return t > from && t <= to })
 }
 
 // With eos, a processed record counts as processed only through its
@@ -453,7 +465,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 				add("duplicate-output", "record %s has %d outputs read_committed; calls: %s", at, n, calls(a.calls[at]))
 			case n == 1 && len(ls) > 0:
 				add("output-and-letter", "record %s has an output and a letter, both read_committed; calls: %s", at, calls(a.calls[at]))
-			case n == 1 && a.skipped[at] && !slices.ContainsFunc(a.skips[at], func(e Event) bool { return a.killedBefore(e.Member, e.T0, oks) }):
+			case n == 1 && a.skipped[at] && slices.ContainsFunc(a.skips[at], func(e Event) bool { return !a.killedBefore(e.Member, e.T0, oks, at, f.commits) }):
 				// Consumer.Skip returned nil, yet the record was
 				// processed and its output committed: the skip was
 				// undone (by an aborted transaction, say). A skip that
@@ -741,13 +753,21 @@ func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
 // returned nil) before bt, with no restart of m in between: the skip
 // settled it, so the next record of its key was free to run. A success of
 // pp after that is the record handled again after a crash undid the skip
-// (it was never committed: at-least-once), not a broken order.
+// (it was never committed: at-least-once), not a broken order; so m must
+// have restarted before it (a skipped record handled by the same process
+// is no excuse).
 func (a *accounts) skippedBefore(pp pos, m int, bt int64) bool {
 	for _, e := range a.skips[pp] {
-		if e.Member != m || e.T0 > bt {
+		if e.Member != m || e.T0 > bt || a.restarted(m, e.T0, bt) {
 			continue
 		}
-		if !slices.ContainsFunc(a.starts[m], func(t int64) bool { return t > e.T0 && t <= bt }) {
+		var again int64 = math.MaxInt64 // pp's first success after the skip
+		for _, o := range a.ok[pp] {
+			if o.T0 > e.T0 && o.T0 < again {
+				again = o.T0
+			}
+		}
+		if again == math.MaxInt64 || a.restarted(m, e.T0, again) {
 			return true
 		}
 	}
@@ -774,7 +794,7 @@ func (a *accounts) givenUp(pp pos, m int, bt int64) bool {
 				end = n.T0
 			}
 		}
-		if slices.ContainsFunc(a.starts[m], func(t int64) bool { return t > e.T1 && t <= bt }) {
+		if a.restarted(m, e.T1, bt) {
 			continue // a new process: the decision after e was not the one that let bt run
 		}
 		if a.retryOffAt(m, e.T1, end) {

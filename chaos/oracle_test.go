@@ -386,6 +386,9 @@ func TestOracleSkipThenReplayIsNoOrderViolation(t *testing.T) {
 		{"skipped after the next record began", append([]Event{{Ev: "skip", Member: 1, Topic: sc.Source(), Part: 2, Offset: 9, T0: 150}}, replay...), true},
 		{"skipped by another member", append([]Event{{Ev: "skip", Member: 0, Topic: sc.Source(), Part: 2, Offset: 9, T0: 110}}, replay...), true},
 		{"a refused skip", append([]Event{{Ev: "skip", Member: 1, Topic: sc.Source(), Part: 2, Offset: 9, T0: 110, Err: "is not stuck"}}, replay...), true},
+		{"skipped, then handled by the same process", []Event{
+			start(1), at(call(sc, 2, 9, "transient", 100, 101)), skip, at(call(sc, 2, 10, "ok", 120, 121)), at(call(sc, 2, 9, "ok", 130, 131)),
+		}, true},
 	} {
 		f := &facts{source: []*kgo.Record{prev, next}, ends: map[int32]int64{2: 11}, committed: map[int32]int64{2: 11}, events: c.events}
 		vs := judge(sc, f)
@@ -417,8 +420,14 @@ func TestOracleSkipUndoneByAKill(t *testing.T) {
 		{"never restarted", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, {Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301}}, true},
 		{"stopped cleanly after the skip", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, stop(150), start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
 		{"handled again before the kill", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, at(call(sc, 0, 5, "ok", 120, 121)), start(200), stop(400)}, true},
+		{"committed before the kill", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
+		{"skipped twice, the second in the new process", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200),
+			at(call(sc, 0, 5, "transient", 210, 211)), {Ev: "skip", Member: 0, Topic: sc.Source(), Part: 0, Offset: 5, T0: 220}, at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
 	} {
 		f := &facts{source: []*kgo.Record{rec}, outputs: []*kgo.Record{output(0, 5)}, ends: map[int32]int64{0: 6}, committed: map[int32]int64{0: 6}, events: c.events}
+		if c.name == "committed before the kill" {
+			f.commits = []commitSample{{At: 150, Partition: 0, Committed: 6}}
+		}
 		vs := judge(sc, f)
 		if got := byKind(vs)["skip-undone"] > 0; got != c.undone {
 			t.Errorf("%s: skip-undone %v, want %v: %v", c.name, got, c.undone, vs)

@@ -283,10 +283,11 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 	fetchErrs := newFetchErrs(c.log, c.cl)
 	if c.tiers != nil {
 		fetchErrs.writer = func(t string) bool {
-			if _, ok := c.tiers.byTopic[t]; !ok {
+			to, ok := c.tiers.byTopic[t]
+			if !ok {
 				return false
 			}
-			go c.dlq.staleFetches(runCtx, t)
+			go c.dlq.staleFetches(runCtx, to.source, t)
 			return true
 		}
 	}

@@ -60,14 +60,6 @@ type dlqWriter struct {
 	// the copies it held went with it. Called before the new topic is
 	// written to. Nil without retry topics.
 	tierGone func(topic string)
-	// purges counts the client's purges of topics (recreated). A write
-	// records it when sent: one that fails with UNKNOWN_TOPIC_ID after a
-	// purge was sent with the old topic id, and must not purge again. A
-	// purge resets the client's sequence numbers of the topic while its
-	// producer id stays: should the client have written to the new topic
-	// already, its next writes would repeat those sequence numbers, and
-	// the broker would take them for duplicates and drop them.
-	purges atomic.Uint64
 
 	// txnal: the exactly-once mode, whose letters are written in the
 	// transaction by the consumer's client.
@@ -96,6 +88,7 @@ type dlqWriter struct {
 type readyTopic struct {
 	source, topic string
 	limit         int32
+	gen           uint64 // dlqTopic.gen
 }
 
 // letterLinger is the consumer client's kgo.ProducerLinger. A produce
@@ -132,6 +125,19 @@ type dlqTopic struct {
 	err              error        // why it is not ready
 	checked          time.Time
 	tier             bool // a retry tier, not a dead-letter topic
+	// The client forgets a topic deleted and created again (recreated)
+	// once per change of its id, and never after a write to the new topic:
+	// a purge resets the client's sequence numbers of the topic while its
+	// producer id stays, so its next writes would repeat those of the
+	// writes already acknowledged by the new topic, and the broker would
+	// take them for duplicates and drop them. So a purge runs only in
+	// ensure, while the topic is not ready (no write is sent), and gen
+	// counts them: a write records the gen it was sent under, and one that
+	// fails with UNKNOWN_TOPIC_ID under the current gen says the client
+	// still holds an old id (stale), for the next ensure to purge.
+	gen     uint64
+	stale   bool
+	purging bool // a purge is under way: the topic is not ready until it ends
 }
 
 // what names the kind of topic, for errors and logs.
@@ -299,6 +305,7 @@ type letter struct {
 	size     int32  // letterSize of tmpl; 0 until newLetter or send computes it
 	skipped  string // why it was settled as skipped instead ("operator", "unwritable")
 	kind     letterKind
+	gen      uint64             // dlqTopic.gen of its topic when writable last found it ready
 	fam      *famRef            // the family entry of a keyed tier letter (per-key order), or nil
 	at       int64              // offset of the fetched record it settles (src is the original of a tier record)
 	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers, trace context)
@@ -502,7 +509,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 	// The record's timestamp is the write's start, which saves the client
 	// its own clock read.
 	rec.Timestamp = start
-	*wr = write{l: l, start: start, gen: w.purges.Load(), done: make(chan struct{})}
+	*wr = write{l: l, start: start, done: make(chan struct{})}
 	if l.tries == 0 {
 		l.first = wr.start
 	}
@@ -515,6 +522,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 		wr.finish(err)
 		return
 	}
+	wr.gen = l.gen
 	// The client bounds the write with WriteTimeout
 	// (kgo.RecordDeliveryTimeout).
 	cl := w.cl
@@ -538,7 +546,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 // writable checks, without writing, that l can be written: its topic is
 // ready (checked, created if missing) and l fits its size limit.
 func (w *dlqWriter) writable(ctx context.Context, l *letter) error {
-	limit, ok := w.ready(l.src.Topic, l.tmpl.Topic)
+	limit, gen, ok := w.ready(l.src.Topic, l.tmpl.Topic)
 	if !ok {
 		sources, err := w.sourcePartitions(ctx, l.src.Topic)
 		if err == nil {
@@ -547,8 +555,11 @@ func (w *dlqWriter) writable(ctx context.Context, l *letter) error {
 		if err != nil {
 			return err
 		}
-		limit = w.limit(l.tmpl.Topic)
+		if limit, gen, ok = w.ready(l.src.Topic, l.tmpl.Topic); !ok {
+			return fmt.Errorf("%s %s: %w", w.what(l.tmpl.Topic), l.tmpl.Topic, errRefreshing)
+		}
 	}
+	l.gen = gen
 	if limit > 0 && l.size == 0 {
 		l.size = letterSize(&l.tmpl)
 	}
@@ -612,43 +623,68 @@ func (w *dlqWriter) recheck(source, topic string) {
 // changed is recheck after a write wr to topic failed with err
 // (topicChanged). UNKNOWN_TOPIC_ID says the client held an id the topic no
 // longer has: it was deleted and created again, maybe by another member, so
-// the writer may never have seen the id that ensure would compare. The
-// client forgets the topic, and the next write loads it afresh; unless it
-// forgot a topic since wr was sent (see purges).
+// the writer may never have seen the id that ensure would compare. Unless
+// the client forgot the topic since wr was sent (see dlqTopic.gen), the next
+// ensure makes it forget the topic, and the next write loads it afresh.
 func (w *dlqWriter) changed(source, topic string, err error, wr *write) {
-	w.recheck(source, topic)
-	if errors.Is(err, kerr.UnknownTopicID) && (wr == nil || wr.gen == w.purges.Load()) {
-		w.recreated(topic)
+	if errors.Is(err, kerr.UnknownTopicID) {
+		w.mu.Lock()
+		if t := w.topics[topic]; t != nil && (wr == nil || wr.gen == t.gen) {
+			t.stale = true
+		}
+		w.mu.Unlock()
 	}
+	w.recheck(source, topic)
+}
+
+// failed decides on l's failed write (l.cur): the error to report, whether
+// the write can never succeed (unwritable), and whether to write it again at
+// once. An error that says the topic changed (topicChanged) is decided on
+// the topic as it is now, not as it was cached: an operator may have fixed
+// it; and a write sent before the client renewed the topic (see
+// dlqTopic.gen) is written again at once, so that the letters that failed
+// meanwhile do not each wait their backoff in turn.
+func (w *dlqWriter) failed(ctx context.Context, l *letter) (err error, never, now bool) {
+	err = l.cur.err
+	if !topicChanged(err) {
+		return err, unwritable(err), false
+	}
+	w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
+	werr := w.writable(ctx, l)
+	switch {
+	case werr == nil:
+		return err, false, l.gen != l.cur.gen
+	case unwritable(werr):
+		return werr, true, false
+	}
+	return err, false, false
 }
 
 // staleFetches is the poll loop's report that fetches of tier topic fail
 // with UNKNOWN_TOPIC_ID: the client holds an id the topic no longer has. A
-// tier this writer never wrote to is forgotten at once. One it wrote to is
-// checked again (ensure), which forgets it only if its id changed since the
-// writer's last check, so that a purge never follows writes to the new
-// topic (see purges); if it did not, the writer knows the new topic (it may
-// have created it) and only the consuming holds the old id: the topic is
+// tier this writer never checked (so never wrote to) is forgotten at once.
+// One it checked is checked again (ensure), which forgets it only if its id
+// changed since, so that a purge never follows writes to the new topic (see
+// dlqTopic.gen); if it did not, the writer knows the new topic (it may have
+// created it) and only the consuming holds the old id: the topic is
 // forgotten for consuming only, which keeps the writes' sequence numbers.
-func (w *dlqWriter) staleFetches(ctx context.Context, topic string) {
+func (w *dlqWriter) staleFetches(ctx context.Context, source, topic string) {
 	w.mu.Lock()
 	t := w.topics[topic]
-	written := t != nil && t.id != (kadm.TopicID{})
-	var source string
-	if written {
-		source = t.source
+	if t == nil {
+		t = &dlqTopic{name: topic, source: source, tier: true}
+		w.topics[topic] = t
 	}
+	if t.id == (kadm.TopicID{}) {
+		t.stale = true // never checked, so never written: forgotten at once
+	}
+	before := t.gen
 	w.mu.Unlock()
-	if !written {
-		w.recreated(topic)
-		return
-	}
-	before := w.purges.Load()
 	w.recheck(source, topic)
 	if n, err := w.sourcePartitions(ctx, source); err == nil {
 		_ = w.ensure(ctx, source, topic, n) // an error is the next write's to handle
 	}
-	if w.purges.Load() == before {
+	if w.gen(topic) == before {
 		w.log.Warn("retry topic was deleted and created again: the client consumes it afresh", "topic", topic)
 		w.cl.PurgeTopicsFromConsuming(topic)
 		w.cl.AddConsumeTopics(topic)
@@ -658,18 +694,18 @@ func (w *dlqWriter) staleFetches(ctx context.Context, topic string) {
 // ready returns the size limit of a dead-letter topic when it is ready and
 // its source topic's partition count is known: what send checks, under one
 // lock.
-func (w *dlqWriter) ready(source, topic string) (int32, bool) {
+func (w *dlqWriter) ready(source, topic string) (limit int32, gen uint64, ok bool) {
 	if r := w.lastReady.Load(); r != nil && r.topic == topic && r.source == source {
-		return r.limit, true
+		return r.limit, r.gen, true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.topics[topic]
 	if _, ok := w.srcSize[source]; !ok || t == nil || !t.ready {
-		return 0, false
+		return 0, 0, false
 	}
-	w.lastReady.Store(&readyTopic{source: source, topic: topic, limit: t.maxBytes})
-	return t.maxBytes, true
+	w.lastReady.Store(&readyTopic{source: source, topic: topic, limit: t.maxBytes, gen: t.gen})
+	return t.maxBytes, t.gen, true
 }
 
 // nextWait is how long to wait before writing l again. A policy that gives
@@ -806,23 +842,22 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 		return lastErr
 	}
 	info, err := w.prepare(ctx, source, topic, partitions)
-	if err == nil && t.tier && w.tierGone != nil {
-		w.mu.Lock()
-		old := t.id
-		w.mu.Unlock()
-		if old != (kadm.TopicID{}) && info.id != (kadm.TopicID{}) && info.id != old {
-			w.tierGone(topic) // before the new topic is ready to be written
-		}
-	}
 	w.mu.Lock()
 	t.checked, t.err = time.Now(), err
 	var grew, recreated bool
+	if err == nil && t.purging {
+		err = fmt.Errorf("%s %s: %w", w.what(topic), topic, errRefreshing)
+	}
 	if err == nil {
 		grew = t.maxBytes > 0 && info.limit > t.maxBytes
-		recreated = t.id != (kadm.TopicID{}) && info.id != (kadm.TopicID{}) && info.id != t.id
-		t.ready, t.maxBytes, t.parts, t.id = true, info.limit, info.parts, info.id
+		// Decided once, under the lock: a concurrent ensure sees the new
+		// id, or the purge under way.
+		recreated = t.stale || (t.id != (kadm.TopicID{}) && info.id != (kadm.TopicID{}) && info.id != t.id)
+		t.maxBytes, t.parts, t.id, t.stale = info.limit, info.parts, info.id, false
 		if recreated {
-			t.sized, t.sideSized = 0, 0
+			t.sized, t.sideSized, t.purging = 0, 0, true
+		} else {
+			t.ready = true
 		}
 	}
 	w.mu.Unlock()
@@ -830,11 +865,33 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 		w.grown.Store(true)
 	}
 	if recreated {
+		// Before the new topic is ready: no write reaches it first.
+		if t.tier && w.tierGone != nil {
+			w.tierGone(topic)
+		}
 		w.recreated(topic)
+		w.mu.Lock()
+		t.gen++
+		t.purging, t.ready = false, t.err == nil
+		w.mu.Unlock()
 	} else if grew {
 		w.log.Info(w.what(topic)+" accepts larger records now", "topic", topic, "max_message_bytes", info.limit)
 	}
 	return err
+}
+
+// errRefreshing is the error of a write to a topic whose client state is
+// being renewed (recreated): the write is tried again.
+var errRefreshing = errors.New("the client is forgetting the topic's old id; the write is tried again")
+
+// gen returns the purge count of topic (dlqTopic.gen).
+func (w *dlqWriter) gen(topic string) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.topics[topic]; t != nil {
+		return t.gen
+	}
+	return 0
 }
 
 // recreated makes the clients forget a topic that was deleted and created
@@ -843,7 +900,6 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 // topic has no producer state, so its writes start afresh. A retry tier is
 // consumed too: it is added back to the subscription.
 func (w *dlqWriter) recreated(topic string) {
-	w.purges.Add(1)
 	w.log.Warn(w.what(topic)+" was deleted and created again: the client starts afresh with it", "topic", topic)
 	if w.isTier != nil && w.isTier(topic) {
 		w.cl.PurgeTopicsFromClient(topic)

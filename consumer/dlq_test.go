@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -57,14 +56,14 @@ func TestLetterSizeAndReadyCache(t *testing.T) {
 	if r := w.lastReady.Load(); r == nil || r.topic != "orders.dlq" || r.source != "orders" || r.limit != 2000 {
 		t.Fatalf("ready cache %+v, want orders.dlq of orders with limit 2000", r)
 	}
-	if limit, ok := w.ready("orders", "orders.dlq"); !ok || limit != 2000 {
+	if limit, _, ok := w.ready("orders", "orders.dlq"); !ok || limit != 2000 {
 		t.Fatalf("ready(orders.dlq) = %d, %v; want 2000, true", limit, ok)
 	}
 	// Another topic, not ready: neither the cache nor its absence lies.
-	if _, ok := w.ready("payments", "payments.dlq"); ok {
+	if _, _, ok := w.ready("payments", "payments.dlq"); ok {
 		t.Fatal("a topic the writer does not know is ready")
 	}
-	if _, ok := w.ready("payments", "orders.dlq"); ok {
+	if _, _, ok := w.ready("payments", "orders.dlq"); ok {
 		t.Fatal("the cached topic is ready for a source whose partition count is not known")
 	}
 	if w.limit("payments.dlq") != 0 || w.limit("orders.dlq") != 2000 {
@@ -72,36 +71,35 @@ func TestLetterSizeAndReadyCache(t *testing.T) {
 	}
 }
 
-// TestChangedPurgesOncePerTopicID: a write that fails with UNKNOWN_TOPIC_ID
-// makes the client forget the topic, unless the client forgot a topic since
-// the write was sent: several letters in flight to a topic deleted and
-// created again all fail so, and a purge after writes to the new topic had
-// gone through reset the client's sequence numbers under the same producer
-// id, so that the broker took the next letters for duplicates of those and
-// dropped them (acknowledged, never written; kfake chaos seed 6000038).
-func TestChangedPurgesOncePerTopicID(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
-	if err != nil {
-		t.Fatal(err)
+// TestChangedMarksStaleOncePerPurge: a write that fails with
+// UNKNOWN_TOPIC_ID marks its topic stale, for the next ensure to make the
+// client forget it (while the topic is not ready, so that no write reaches
+// the new topic first), unless the client forgot the topic since the write
+// was sent: several letters in flight to a topic deleted and created again
+// all fail so, and a purge after writes to the new topic had gone through
+// reset the client's sequence numbers under the same producer id, so that
+// the broker took the next letters for duplicates of those and dropped them
+// (acknowledged, never written; kfake chaos seed 6000038).
+func TestChangedMarksStaleOncePerPurge(t *testing.T) {
+	topic := &dlqTopic{name: "orders.dlq", source: "orders", ready: true, gen: 1}
+	w := &dlqWriter{topics: map[string]*dlqTopic{"orders.dlq": topic}, srcSize: map[string]int32{"orders": 4}}
+	if _, gen, ok := w.ready("orders", "orders.dlq"); !ok || gen != 1 {
+		t.Fatalf("ready: gen %d, %v; want 1, true", gen, ok)
 	}
-	defer cl.Close()
-	w := &dlqWriter{cl: cl, log: slog.New(slog.DiscardHandler)}
-	first, second := &write{gen: w.purges.Load()}, &write{gen: w.purges.Load()}
-	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, first)
-	if n := w.purges.Load(); n != 1 {
-		t.Fatalf("purges after the first failure: %d; want 1", n)
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 0}) // sent before the last purge
+	if topic.stale || topic.ready {
+		t.Fatalf("after a failure of a write sent before the purge: stale %v, ready %v; want not stale, checked again", topic.stale, topic.ready)
 	}
-	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, second) // sent before the purge
-	if n := w.purges.Load(); n != 1 {
-		t.Fatalf("purges after a failure of a write sent before the purge: %d; want still 1", n)
+	if w.lastReady.Load() != nil {
+		t.Fatal("the ready cache still holds the topic")
 	}
-	later := &write{gen: w.purges.Load()}
-	w.changed("orders", "orders.dlq", kerr.UnknownTopicOrPartition, later)
-	if n := w.purges.Load(); n != 1 {
-		t.Fatalf("purges after UNKNOWN_TOPIC_OR_PARTITION: %d; want still 1", n)
+	topic.ready = true
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicOrPartition, &write{gen: 1})
+	if topic.stale {
+		t.Fatal("UNKNOWN_TOPIC_OR_PARTITION marked the topic stale")
 	}
-	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, later) // the topic changed again
-	if n := w.purges.Load(); n != 2 {
-		t.Fatalf("purges after a failure of a write sent after the purge: %d; want 2", n)
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 1})
+	if !topic.stale || topic.ready {
+		t.Fatalf("after a failure of a write sent under the current gen: stale %v, ready %v; want stale, not ready", topic.stale, topic.ready)
 	}
 }

@@ -357,26 +357,18 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 	defer p.clearStuck(l.at)
 	w := p.c.dlq
 	for !l.ok() {
-		err := l.cur.err
-		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: err, cancel: rcancel})
+		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: l.cur.err, cancel: rcancel})
 		p.c.stats.dlqWriteErrors.Add(1)
-		never := unwritable(err)
-		if topicChanged(err) {
-			// Decided on the topic as it is now, not as it was cached:
-			// an operator may have fixed it.
-			w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
-			if werr := w.writable(rctx, l); werr == nil {
-				never = false
-			} else if never = unwritable(werr); never {
-				err = werr
-			}
-		}
+		err, never, now := w.failed(rctx, l)
 		if never {
 			if decided, ok := p.settleUnwritable(l, err); decided {
 				return ok
 			}
 		}
 		wait := w.nextWait(l)
+		if now {
+			wait = 0
+		}
 		p.log.error("dead-letter write failed; the partition waits and retries", l.src,
 			"dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", dur(wait), "never_succeeds", never, "err", err)
 		if err := w.rewrite(rctx, l, wait); err != nil {

@@ -15,8 +15,8 @@ import (
 // (every record still is, in Stats) and a summary line says how many were
 // suppressed: when the partition first goes idle in the window (at most once
 // per window, so that a trickle of records with an idle moment between each
-// does not write a summary per record), when the next window starts, and
-// when the partition stops.
+// does not write a summary per record), at its first line or idle moment
+// after the window ended, and when the partition stops.
 const (
 	logBurst  = 20
 	logWindow = 10 * time.Second
@@ -57,10 +57,7 @@ func (r *recordLog) log(level slog.Level, msg string, rec *kgo.Record, attrs []a
 	}
 	r.mu.Lock()
 	now := time.Now()
-	if now.Sub(r.start) >= logWindow {
-		r.summaryLocked()
-		r.start, r.lines, r.told = now, 0, false
-	}
+	r.rollLocked(now)
 	if r.lines >= logBurst {
 		r.suppressed++
 		r.mu.Unlock()
@@ -73,18 +70,27 @@ func (r *recordLog) log(level slog.Level, msg string, rec *kgo.Record, attrs []a
 
 // idle logs, as the partition goes idle, how many record-level lines were
 // suppressed, if any: once per window; what is suppressed after that is
-// told when the window ends.
+// told at the first line or idle moment after the window ended.
 func (r *recordLog) idle() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if time.Since(r.start) >= logWindow {
-		r.summaryLocked()
-		r.start, r.lines, r.told = time.Now(), 0, false
+	if r.rollLocked(time.Now()) {
 		return
 	}
 	if !r.told {
 		r.told = r.summaryLocked()
 	}
+}
+
+// rollLocked starts a new window when the current one ended, after a
+// summary of what it suppressed, and reports whether it did.
+func (r *recordLog) rollLocked(now time.Time) bool {
+	if now.Sub(r.start) < logWindow {
+		return false
+	}
+	r.summaryLocked()
+	r.start, r.lines, r.told = now, 0, false
+	return true
 }
 
 // summary logs how many record-level lines were suppressed, if any: when

@@ -907,19 +907,8 @@ func (s *shareSource[K, V]) write(ctx context.Context, log *recordLog, l *letter
 		if ctx.Err() != nil {
 			return letterAbandoned
 		}
-		err := l.cur.err
 		c.stats.dlqWriteErrors.Add(1)
-		never := unwritable(err)
-		if topicChanged(err) {
-			// Decided on the topic as it is now: an operator may have
-			// fixed it.
-			w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
-			if werr := w.writable(ctx, l); werr == nil {
-				never = false
-			} else if never = unwritable(werr); never {
-				err = werr
-			}
-		}
+		err, never, now := w.failed(ctx, l)
 		if never {
 			switch c.cfg.DeadLetter.Unwritable {
 			case UnwritableSkip:
@@ -929,6 +918,9 @@ func (s *shareSource[K, V]) write(ctx context.Context, log *recordLog, l *letter
 			}
 		}
 		wait := w.nextWait(l)
+		if now {
+			wait = 0
+		}
 		log.error("dead-letter write failed; the record waits and the write is retried (its lock is renewed)", l.src,
 			"dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", dur(wait), "never_succeeds", never, "err", err)
 		if err := backoff.Sleep(ctx, wait); err != nil {

@@ -588,9 +588,13 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 
 // offsetsRefused reports whether err, from ending a transaction, is the
 // broker's refusal of a partition's offsets because its topic is unknown:
-// an error of the offsets' commit, which no end of a transaction returns.
+// an error of the offsets' commit (TxnOffsetCommit), which franz-go returns
+// only once the abort that follows it succeeded. Not franz-go's own error
+// for a topic the transaction produced to that was created again
+// (TransactionAbortable, with UNKNOWN_TOPIC_ID): that one still halts.
 func offsetsRefused(err error) bool {
-	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
+	return (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)) &&
+		!errors.Is(err, kerr.TransactionAbortable)
 }
 
 // fatalTxn reports whether a transaction error means this member can no
