@@ -296,11 +296,7 @@ func TestOracleKillSwitchReplayIsNoOrderViolation(t *testing.T) {
 		start(1), at(call(sc, 0, 0, "transient", 100, 101)), at(call(sc, 0, 1, "ok", 102, 103)),
 		start(200), at(call(sc, 0, 0, "ok", 300, 301)), at(call(sc, 0, 1, "ok", 302, 303)),
 	}
-	for _, c := range []struct {
-		name   string
-		events []Event
-		order  bool // an order violation expected
-	}{
+	checkOrder(t, sc, []*kgo.Record{prev, next}, []orderCase{
 		{"kill switch on at the failure", append([]Event{retry(50, &off), retry(150, &on)}, replay...), false},
 		{"kill switch on in the retry wait", append([]Event{retry(101, &off), retry(150, &on)}, replay...), false},
 		{"kill switch never on", replay, true},
@@ -314,8 +310,25 @@ func TestOracleKillSwitchReplayIsNoOrderViolation(t *testing.T) {
 			start(200), // killed with the kill switch on: the span ends here, retrying is on again
 			at(call(sc, 0, 0, "transient", 300, 301)), at(call(sc, 0, 1, "ok", 302, 303)), at(call(sc, 0, 0, "ok", 400, 401)),
 		}, true},
-	} {
-		f := &facts{source: []*kgo.Record{prev, next}, ends: map[int32]int64{0: 2}, committed: map[int32]int64{0: 2}, events: c.events}
+	})
+}
+
+// orderCase is a history of calls, and whether an order violation is
+// expected of it.
+type orderCase struct {
+	name   string
+	events []Event
+	order  bool
+}
+
+// checkOrder judges each case's history of the records src (the last one
+// ends its partition, which is committed to its end).
+func checkOrder(t *testing.T, sc *Scenario, src []*kgo.Record, cases []orderCase) {
+	t.Helper()
+	last := src[len(src)-1]
+	for _, c := range cases {
+		end := map[int32]int64{last.Partition: last.Offset + 1}
+		f := &facts{source: src, ends: end, committed: end, events: c.events}
 		vs := judge(sc, f)
 		if got := byKind(vs)["order"] > 0; got != c.order {
 			t.Errorf("%s: order violation %v, want %v: %v", c.name, got, c.order, vs)
@@ -376,11 +389,7 @@ func TestOracleSkipThenReplayIsNoOrderViolation(t *testing.T) {
 		start(1), at(call(sc, 2, 9, "transient", 100, 101)), at(call(sc, 2, 10, "ok", 120, 121)),
 		start(200), at(call(sc, 2, 9, "transient", 300, 301)), at(call(sc, 2, 9, "ok", 310, 311)), at(call(sc, 2, 10, "ok", 312, 313)),
 	}
-	for _, c := range []struct {
-		name   string
-		events []Event
-		order  bool
-	}{
+	checkOrder(t, sc, []*kgo.Record{prev, next}, []orderCase{
 		{"skipped before the next record ran", append([]Event{skip}, replay...), false},
 		{"never skipped", replay, true},
 		{"skipped after the next record began", append([]Event{{Ev: "skip", Member: 1, Topic: sc.Source(), Part: 2, Offset: 9, T0: 150}}, replay...), true},
@@ -389,13 +398,7 @@ func TestOracleSkipThenReplayIsNoOrderViolation(t *testing.T) {
 		{"skipped, then handled by the same process", []Event{
 			start(1), at(call(sc, 2, 9, "transient", 100, 101)), skip, at(call(sc, 2, 10, "ok", 120, 121)), at(call(sc, 2, 9, "ok", 130, 131)),
 		}, true},
-	} {
-		f := &facts{source: []*kgo.Record{prev, next}, ends: map[int32]int64{2: 11}, committed: map[int32]int64{2: 11}, events: c.events}
-		vs := judge(sc, f)
-		if got := byKind(vs)["order"] > 0; got != c.order {
-			t.Errorf("%s: order violation %v, want %v: %v", c.name, got, c.order, vs)
-		}
-	}
+	})
 }
 
 // A skip is committed with the next transaction: a kill of its process

@@ -684,7 +684,10 @@ func (w *dlqWriter) staleFetches(ctx context.Context, source, topic string) {
 	if n, err := w.sourcePartitions(ctx, source); err == nil {
 		_ = w.ensure(ctx, source, topic, n) // an error is the next write's to handle
 	}
-	if w.gen(topic) == before {
+	w.mu.Lock()
+	purged := t.gen != before
+	w.mu.Unlock()
+	if !purged {
 		w.log.Warn("retry topic was deleted and created again: the client consumes it afresh", "topic", topic)
 		w.cl.PurgeTopicsFromConsuming(topic)
 		w.cl.AddConsumeTopics(topic)
@@ -883,16 +886,6 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 // errRefreshing is the error of a write to a topic whose client state is
 // being renewed (recreated): the write is tried again.
 var errRefreshing = errors.New("the client is forgetting the topic's old id; the write is tried again")
-
-// gen returns the purge count of topic (dlqTopic.gen).
-func (w *dlqWriter) gen(topic string) uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if t := w.topics[topic]; t != nil {
-		return t.gen
-	}
-	return 0
-}
 
 // recreated makes the clients forget a topic that was deleted and created
 // again since they wrote to it: franz-go keeps the old topic id and fails
