@@ -679,6 +679,8 @@ func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who 
 // wrapping [ErrNotStuck] when the partition is not stuck on that offset (it
 // recovered, or is stuck on another record: an operator never skips a record
 // they did not see), and [ErrNotAssigned] when this member does not own it.
+// A try of the record already under way that succeeds settles it as
+// processed instead.
 // On a share-group member it acts on a record the member retries in place
 // (ACCEPT: the group never delivers it again).
 //
