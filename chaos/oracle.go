@@ -364,20 +364,24 @@ func deletedAfter(dels []deletion, topic string, t int64) bool {
 
 // unaccounted lists the source records that are neither processed,
 // dead-lettered nor skipped (nor dead-lettered or forwarded, then deleted by
-// the delete fault).
-func unaccounted(src, letterRecs []*kgo.Record, events []Event, dels []deletion, margin time.Duration) []*kgo.Record {
+// the delete fault). In exactly-once mode (eos) a record is processed only
+// once its output is committed (outputs, read_committed): one handled in a
+// transaction that aborted is still to be handled again.
+func unaccounted(src, letterRecs, copies, outputs []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) []*kgo.Record {
 	if len(src) == 0 {
 		return nil
 	}
-	a := account(src[0].Topic, letterRecs, nil, events, dels, margin, false)
-	var out []*kgo.Record
+	a := account(src[0].Topic, letterRecs, copies, events, dels, margin, eos)
+	out := outputsBySource(outputs)
+	var left []*kgo.Record
 	for _, r := range src {
 		at := pos{r.Partition, r.Offset}
-		if len(a.ok[at]) == 0 && len(a.letters[at]) == 0 && !a.skipped[at] && a.deleted[at] == "" {
-			out = append(out, r)
+		processed := len(a.ok[at]) > 0 && (!eos || out[at] > 0)
+		if !processed && len(a.letters[at]) == 0 && !a.skipped[at] && a.deleted[at] == "" {
+			left = append(left, r)
 		}
 	}
-	return out
+	return left
 }
 
 func (s snapshot) records(topic string) []*kgo.Record { return s.all(topic) }

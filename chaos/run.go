@@ -83,6 +83,16 @@ func runScenario(ctx context.Context, sc *Scenario, be Backend, exe string, keep
 		res.Duration = time.Since(start)
 		if len(res.Violations) > 0 || res.Err != "" || keep {
 			res.Dir = dir
+			var b strings.Builder
+			for _, v := range res.Violations {
+				fmt.Fprintf(&b, "%s: %s\n", v.Kind, v.Detail)
+			}
+			if res.Err != "" {
+				fmt.Fprintf(&b, "error: %s\n", res.Err)
+			}
+			if b.Len() > 0 {
+				os.WriteFile(dir+"/violations.txt", []byte(b.String()), 0o644)
+			}
 		} else {
 			os.RemoveAll(dir)
 		}
@@ -598,7 +608,8 @@ func (r *runner) settled(ctx context.Context) (bool, int) {
 	r.mu.Lock()
 	dels := slices.Clone(r.deletes)
 	r.mu.Unlock()
-	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), events, dels, deleteMargin(r.sc.Backend)))
+	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), snap.allOf(r.sc.Tiers()), snap.all(r.sc.Output()),
+		events, dels, deleteMargin(r.sc.Backend), r.sc.Mode.ExactlyOnce))
 	ends, err := r.adm.ListEndOffsets(ctx, r.sc.Source())
 	if err != nil {
 		return false, left
