@@ -126,18 +126,19 @@ type dlqTopic struct {
 	checked          time.Time
 	tier             bool // a retry tier, not a dead-letter topic
 	// The client forgets a topic deleted and created again (recreated)
-	// once per change of its id, and never after a write to the new topic:
-	// a purge resets the client's sequence numbers of the topic while its
-	// producer id stays, so its next writes would repeat those of the
-	// writes already acknowledged by the new topic, and the broker would
-	// take them for duplicates and drop them. So a purge runs only in
-	// ensure, while the topic is not ready (no write is sent), and gen
-	// counts them: a write records the gen it was sent under, and one that
-	// fails with UNKNOWN_TOPIC_ID under the current gen says the client
-	// still holds an old id (stale), for the next ensure to purge.
-	gen     uint64
-	stale   bool
-	purging bool // a purge is under way: the topic is not ready until it ends
+	// only when its writes fail for the old id it holds, once, and never
+	// after a write to the new topic: a purge resets the client's sequence
+	// numbers of the topic while its producer id stays, so its next writes
+	// would repeat those of the writes already acknowledged by the new
+	// topic, and the broker would take them for duplicates and drop them.
+	// So a purge runs only in ensure, while the topic is not ready (no
+	// write is sent), and gen counts them: a write records the gen it was
+	// sent under, and one that fails with UNKNOWN_TOPIC_ID under the
+	// current gen says the client still holds an old id (stale), for the
+	// next ensure to purge.
+	gen      uint64
+	stale    bool
+	renewing bool // a new id or a purge is being handled: the topic is not ready until it ends
 }
 
 // what names the kind of topic, for errors and logs.
@@ -663,11 +664,11 @@ func (w *dlqWriter) failed(ctx context.Context, l *letter) (err error, never, no
 // staleFetches is the poll loop's report that fetches of tier topic fail
 // with UNKNOWN_TOPIC_ID: the client holds an id the topic no longer has. A
 // tier this writer never checked (so never wrote to) is forgotten at once.
-// One it checked is checked again (ensure), which forgets it only if its id
-// changed since, so that a purge never follows writes to the new topic (see
-// dlqTopic.gen); if it did not, the writer knows the new topic (it may have
-// created it) and only the consuming holds the old id: the topic is
-// forgotten for consuming only, which keeps the writes' sequence numbers.
+// One it checked is checked again (ensure), which takes in a new id and
+// forgets the topic only if its writes failed for the old one, so that a
+// purge never follows writes to the new topic (see dlqTopic.gen); if it did
+// not, only the consuming holds the old id: the topic is forgotten for
+// consuming only, which keeps the writes' sequence numbers.
 func (w *dlqWriter) staleFetches(ctx context.Context, source, topic string) {
 	w.mu.Lock()
 	t := w.topics[topic]
@@ -847,18 +848,26 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 	info, err := w.prepare(ctx, source, topic, partitions)
 	w.mu.Lock()
 	t.checked, t.err = time.Now(), err
-	var grew, recreated bool
-	if err == nil && t.purging {
+	var grew, newID, purge bool
+	if err == nil && t.renewing {
 		err = fmt.Errorf("%s %s: %w", w.what(topic), topic, errRefreshing)
 	}
 	if err == nil {
 		grew = t.maxBytes > 0 && info.limit > t.maxBytes
 		// Decided once, under the lock: a concurrent ensure sees the new
-		// id, or the purge under way.
-		recreated = t.stale || (t.id != (kadm.TopicID{}) && info.id != (kadm.TopicID{}) && info.id != t.id)
+		// id, or the renewal under way. A new id alone is no reason to
+		// purge: the client holds the old one only if it wrote to the old
+		// topic, and then its writes fail (stale); if it first wrote to
+		// the new topic, a purge would reset the sequence numbers of
+		// those writes.
+		newID = t.id != (kadm.TopicID{}) && info.id != (kadm.TopicID{}) && info.id != t.id
+		purge = t.stale
 		t.maxBytes, t.parts, t.id, t.stale = info.limit, info.parts, info.id, false
-		if recreated {
-			t.sized, t.sideSized, t.purging = 0, 0, true
+		if purge {
+			t.sized, t.sideSized = 0, 0
+		}
+		if newID || purge {
+			t.renewing = true
 		} else {
 			t.ready = true
 		}
@@ -867,15 +876,21 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 	if grew {
 		w.grown.Store(true)
 	}
-	if recreated {
+	if newID || purge {
 		// Before the new topic is ready: no write reaches it first.
-		if t.tier && w.tierGone != nil {
+		if newID && t.tier && w.tierGone != nil {
 			w.tierGone(topic)
 		}
-		w.recreated(topic)
+		if purge {
+			w.recreated(topic)
+		} else {
+			w.log.Warn(w.what(topic)+" was deleted and created again", "topic", topic)
+		}
 		w.mu.Lock()
-		t.gen++
-		t.purging, t.ready = false, t.err == nil
+		if purge {
+			t.gen++
+		}
+		t.renewing, t.ready = false, t.err == nil
 		w.mu.Unlock()
 	} else if grew {
 		w.log.Info(w.what(topic)+" accepts larger records now", "topic", topic, "max_message_bytes", info.limit)
@@ -883,8 +898,8 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 	return err
 }
 
-// errRefreshing is the error of a write to a topic whose client state is
-// being renewed (recreated): the write is tried again.
+// errRefreshing is the error of a write to a topic whose new id is being
+// taken in (ensure): the write is tried again.
 var errRefreshing = errors.New("the client is forgetting the topic's old id; the write is tried again")
 
 // recreated makes the clients forget a topic that was deleted and created
