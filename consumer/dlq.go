@@ -135,10 +135,17 @@ type dlqTopic struct {
 	// write is sent), and gen counts them: a write records the gen it was
 	// sent under, and one that fails with UNKNOWN_TOPIC_ID under the
 	// current gen says the client still holds an old id (stale), for the
-	// next ensure to purge.
+	// next ensure to purge. What this cannot see: franz-go may write a few
+	// records to the new topic under the old id before it fails one
+	// (its sequence-number recovery); a purge after those still resets
+	// their sequence numbers. Stale is one flag for the consumer's client
+	// and the side client (cramped): a purge forgets the topic in both.
 	gen      uint64
 	stale    bool
 	renewing bool // a new id or a purge is being handled: the topic is not ready until it ends
+	// recheckDue: a recheck came while renewing, after the renewal's own
+	// check: the topic stays not ready when the renewal ends.
+	recheckDue bool
 }
 
 // what names the kind of topic, for errors and logs.
@@ -332,7 +339,7 @@ const (
 type write struct {
 	l     *letter
 	start time.Time
-	gen   uint64        // dlqWriter.purges when sent
+	gen   uint64        // dlqTopic.gen of its topic when sent
 	done  chan struct{} // closed when acknowledged or failed
 	err   error         // read after done
 	at    int64         // the offset written at, when acknowledged
@@ -613,6 +620,8 @@ func (w *dlqWriter) recheck(source, topic string) {
 	w.mu.Lock()
 	if t := w.topics[topic]; t != nil && t.ready {
 		t.ready, t.err = false, nil
+	} else if t != nil && t.renewing {
+		t.recheckDue = true
 	}
 	delete(w.srcSize, source)
 	w.mu.Unlock()
@@ -630,7 +639,7 @@ func (w *dlqWriter) recheck(source, topic string) {
 func (w *dlqWriter) changed(source, topic string, err error, wr *write) {
 	if errors.Is(err, kerr.UnknownTopicID) {
 		w.mu.Lock()
-		if t := w.topics[topic]; t != nil && (wr == nil || wr.gen == t.gen) {
+		if t := w.topics[topic]; t != nil && !t.renewing && (wr == nil || wr.gen == t.gen) {
 			t.stale = true
 		}
 		w.mu.Unlock()
@@ -689,6 +698,12 @@ func (w *dlqWriter) staleFetches(ctx context.Context, source, topic string) {
 	purged := t.gen != before
 	w.mu.Unlock()
 	if !purged {
+		// The family cannot tell the entries of copies in the old topic
+		// from those of copies written to the new one: it forgets both,
+		// rather than keep one that would park its key forever.
+		if w.tierGone != nil {
+			w.tierGone(topic)
+		}
 		w.log.Warn("retry topic was deleted and created again: the client consumes it afresh", "topic", topic)
 		w.cl.PurgeTopicsFromConsuming(topic)
 		w.cl.AddConsumeTopics(topic)
@@ -817,7 +832,7 @@ func (w *dlqWriter) check(ctx context.Context, sources []string) {
 		if err == nil {
 			err = w.ensure(ctx, src, dlq, n)
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, errRefreshing) {
 			w.log.Error("dead-letter topic cannot be used: a poison pill of this topic will wait until it can (Stats().DeadLetterTopics)",
 				"topic", src, "dlq_topic", dlq, "err", err)
 		}
@@ -864,7 +879,11 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 		purge = t.stale
 		t.maxBytes, t.parts, t.id, t.stale = info.limit, info.parts, info.id, false
 		if purge {
+			// The new gen now, with the topic not ready: every write
+			// sent before has an older one, and its failure that comes
+			// during or after the purge marks nothing stale.
 			t.sized, t.sideSized = 0, 0
+			t.gen++
 		}
 		if newID || purge {
 			t.renewing = true
@@ -878,8 +897,8 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 	}
 	if newID || purge {
 		// Before the new topic is ready: no write reaches it first.
-		if newID && t.tier && w.tierGone != nil {
-			w.tierGone(topic)
+		if t.tier && w.tierGone != nil {
+			w.tierGone(topic) // the copies of the old topic went with it
 		}
 		if purge {
 			w.recreated(topic)
@@ -887,10 +906,8 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 			w.log.Warn(w.what(topic)+" was deleted and created again", "topic", topic)
 		}
 		w.mu.Lock()
-		if purge {
-			t.gen++
-		}
-		t.renewing, t.ready = false, t.err == nil
+		t.renewing, t.ready = false, t.err == nil && !t.stale && !t.recheckDue
+		t.recheckDue = false
 		w.mu.Unlock()
 	} else if grew {
 		w.log.Info(w.what(topic)+" accepts larger records now", "topic", topic, "max_message_bytes", info.limit)
@@ -900,7 +917,7 @@ func (w *dlqWriter) ensure(ctx context.Context, source, topic string, partitions
 
 // errRefreshing is the error of a write to a topic whose new id is being
 // taken in (ensure): the write is tried again.
-var errRefreshing = errors.New("the client is forgetting the topic's old id; the write is tried again")
+var errRefreshing = errors.New("the topic was deleted and created again, and its new id is being taken in; the write is tried again")
 
 // recreated makes the clients forget a topic that was deleted and created
 // again since they wrote to it: franz-go keeps the old topic id and fails

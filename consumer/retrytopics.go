@@ -1197,7 +1197,9 @@ func (c *Consumer[K, V]) checkTiers(ctx context.Context, sources []string) {
 				}
 			}
 			if err != nil {
-				c.log.Error("retry topic cannot be used: a record forwarded to it waits until it can (Stats().RetryTopics)", "topic", src, "retry_topic", topic, "err", err)
+				if !errors.Is(err, errRefreshing) { // another check is taking in its new id
+					c.log.Error("retry topic cannot be used: a record forwarded to it waits until it can (Stats().RetryTopics)", "topic", src, "retry_topic", topic, "err", err)
+				}
 				err = nil
 			}
 		}
