@@ -420,19 +420,23 @@ func TestOracleSkipUndoneByAKill(t *testing.T) {
 	}{
 		{"killed after the skip", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, false},
 		{"killed, handled by another member after the restart", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200), {Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301}}, false},
-		{"never restarted", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, {Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301}}, true},
+		{"never restarted, handled by another member", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, {Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301}}, false},
 		{"stopped cleanly after the skip", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, stop(150), start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
 		{"handled again before the kill", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, at(call(sc, 0, 5, "ok", 120, 121)), start(200), stop(400)}, true},
 		{"a try under way when skipped, which succeeded", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)),
 			at(call(sc, 0, 5, "ok", 105, 108)), skip, stop(400)}, false},
 		{"a try that began after the skip returned", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)),
 			skip, at(call(sc, 0, 5, "ok", 111, 112)), stop(400)}, true},
+		{"moved to another member before its commit", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip,
+			{Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301, Att: 1}, stop(400)}, false},
+		{"moved to another member after its commit", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip,
+			{Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301, Att: 1}, stop(400)}, true},
 		{"committed before the kill", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
 		{"skipped twice, the second in the new process", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200),
 			at(call(sc, 0, 5, "transient", 210, 211)), {Ev: "skip", Member: 0, Topic: sc.Source(), Part: 0, Offset: 5, T0: 220}, at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
 	} {
 		f := &facts{source: []*kgo.Record{rec}, outputs: []*kgo.Record{output(0, 5)}, ends: map[int32]int64{0: 6}, committed: map[int32]int64{0: 6}, events: c.events}
-		if c.name == "committed before the kill" {
+		if c.name == "committed before the kill" || c.name == "moved to another member after its commit" {
 			f.commits = []commitSample{{At: 150, Partition: 0, Committed: 6}}
 		}
 		vs := judge(sc, f)

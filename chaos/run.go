@@ -608,8 +608,13 @@ func (r *runner) settled(ctx context.Context) (bool, int) {
 	r.mu.Lock()
 	dels := slices.Clone(r.deletes)
 	r.mu.Unlock()
+	// No margin for an acknowledgement logged late here: a record whose
+	// copy was acknowledged just after a deletion is taken for one written
+	// to the topic created again, which is still to settle (kfake seed
+	// 6500086: the harness stopped the consumers while such copies waited
+	// their delay). The oracle's judgement allows the margin.
 	left := len(unaccounted(snap.records(r.sc.Source()), snap.letters(r.sc.DLQ()), snap.allOf(r.sc.Tiers()), snap.all(r.sc.Output()),
-		events, dels, deleteMargin(r.sc.Backend), r.sc.Mode.ExactlyOnce))
+		events, dels, 0, r.sc.Mode.ExactlyOnce))
 	ends, err := r.adm.ListEndOffsets(ctx, r.sc.Source())
 	if err != nil {
 		return false, left

@@ -687,8 +687,9 @@ func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who 
 // The skip outlives the work it ends: should the partition meet the record
 // again on this member (after an aborted transaction, in the exactly-once
 // mode), it is skipped again without being handled. Like any settled record,
-// it is durable once its offset is committed: should the process crash
-// before that, the record is delivered again (at least once).
+// it is durable once its offset is committed: should the process crash, or
+// the partition move to another member (a rebalance), before that, the
+// record is delivered again (at least once).
 func (c *Consumer[K, V]) Skip(topic string, part int32, offset int64) error {
 	if c.share != nil {
 		return c.share.operate(topic, part, offset, errSkipped)
