@@ -647,27 +647,27 @@ func (w *dlqWriter) changed(source, topic string, err error, wr *write) {
 	w.recheck(source, topic)
 }
 
-// failed decides on l's failed write (l.cur): the error to report, whether
-// the write can never succeed (unwritable), and whether to write it again at
-// once. An error that says the topic changed (topicChanged) is decided on
+// failed decides on l's failed write (l.cur): whether the write can never
+// succeed (unwritable), whether to write it again at once, and the error to
+// report. An error that says the topic changed (topicChanged) is decided on
 // the topic as it is now, not as it was cached: an operator may have fixed
 // it; and a write sent before the client renewed the topic (see
 // dlqTopic.gen) is written again at once, so that the letters that failed
 // meanwhile do not each wait their backoff in turn.
-func (w *dlqWriter) failed(ctx context.Context, l *letter) (err error, never, now bool) {
+func (w *dlqWriter) failed(ctx context.Context, l *letter) (never, now bool, err error) {
 	err = l.cur.err
 	if !topicChanged(err) {
-		return err, unwritable(err), false
+		return unwritable(err), false, err
 	}
 	w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
 	werr := w.writable(ctx, l)
 	switch {
 	case werr == nil:
-		return err, false, l.gen != l.cur.gen
+		return false, l.gen != l.cur.gen, err
 	case unwritable(werr):
-		return werr, true, false
+		return true, false, werr
 	}
-	return err, false, false
+	return false, false, err
 }
 
 // staleFetches is the poll loop's report that fetches of tier topic fail

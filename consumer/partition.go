@@ -359,7 +359,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 	for !l.ok() {
 		p.setStuck(stuck{offset: l.at, reason: StuckDeadLetter, attempts: l.tries, since: l.first, lastErr: l.cur.err, cancel: rcancel})
 		p.c.stats.dlqWriteErrors.Add(1)
-		err, never, now := w.failed(rctx, l)
+		never, now, err := w.failed(rctx, l)
 		if never {
 			if decided, ok := p.settleUnwritable(l, err); decided {
 				return ok

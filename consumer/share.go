@@ -908,7 +908,7 @@ func (s *shareSource[K, V]) write(ctx context.Context, log *recordLog, l *letter
 			return letterAbandoned
 		}
 		c.stats.dlqWriteErrors.Add(1)
-		err, never, now := w.failed(ctx, l)
+		never, now, err := w.failed(ctx, l)
 		if never {
 			switch c.cfg.DeadLetter.Unwritable {
 			case UnwritableSkip:
