@@ -28,9 +28,23 @@ import (
 // and when its partition is revoked or the consumer stops while it retries
 // (so the success path, and a record that fails once and then succeeds,
 // never write); the writes reach Kafka before a revoked partition is given
-// up. It is deleted (a tombstone) once the record is settled. When partitions are assigned, the consumer reads the
-// topic, and a record that has an entry goes on counting from there. Entries
-// of an earlier version, keyed by "topic/partition", are read too.
+// up. It is deleted (a tombstone) once the record is settled. When partitions
+// are assigned, the consumer reads the topic, and a record that has an entry
+// goes on counting from there. Entries of an earlier version, keyed by
+// "topic/partition", are read too.
+//
+// A try that ends while its partition is revoked or the consumer stops counts
+// unless it failed with a context error (an error that wraps
+// [context.Canceled] or [context.DeadlineExceeded], or the
+// [serde.RetryError] of retries the stop ended): that failure may be the
+// stop's own, and the next owner makes the try again. So return the context's
+// error, wrapped, when a handler gives up because its context ended. With a
+// [BatchHandler], the records a batch fails one by one ([BatchError]) keep
+// their counts so; a batch failed as a whole starts again at 1. A record that
+// used its tries keeps its entry until its dead letter (or its forward to a
+// retry tier) is written: should its partition move before that, the next
+// owner goes on from the count, and makes the last try again (its failure
+// was not saved).
 //
 // Not kept in the exactly-once mode: the state is written outside the
 // transactions.

@@ -7,8 +7,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
@@ -45,33 +50,18 @@ func testDurableAttempts(t *testing.T, c *kafkatest.Cluster, conc int, batch boo
 	group := kafkatest.UniqueName("durable")
 	var mu sync.Mutex
 	var seen []int
-	handler := func(_ context.Context, r *consumer.Record[string, string]) error {
+	fails := failsAlways(&mu, &seen)
+	handler := func(ctx context.Context, r *consumer.Record[string, string]) error {
 		if r.Value != "always fails" {
 			return nil
 		}
-		mu.Lock()
-		seen = append(seen, r.Attempt)
-		mu.Unlock()
-		return failure.Transient(errors.New("dependency down"))
+		return fails(ctx, r)
 	}
 	mod := func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
 		cfg.Concurrency = consumer.Concurrency{Max: conc}
 		if batch {
-			h := cfg.Handler
-			cfg.Handler = nil
-			cfg.BatchHandler = func(ctx context.Context, recs []*consumer.Record[string, string]) error {
-				errs := map[int]error{}
-				for i, r := range recs {
-					if err := h(ctx, r); err != nil {
-						errs[i] = err
-					}
-				}
-				if len(errs) > 0 {
-					return &consumer.BatchError{Errs: errs}
-				}
-				return nil
-			}
+			cfg.Handler, cfg.BatchHandler = nil, asBatch(cfg.Handler)
 		}
 		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(100*time.Millisecond), 8)
 	}
@@ -128,47 +118,302 @@ func testDurableAttempts(t *testing.T, c *kafkatest.Cluster, conc int, batch boo
 }
 
 // TestIntegrationDurableAttemptsStoppedDuringATry: a member stopped while
-// a retry of a record runs does not count that try (its failure may be the
-// stop's own), but keeps the tries before it: the next member goes on at
-// the cut try's attempt. (Before: nothing was saved, and it started again
-// at 1; CI caught it as [1 2 1 2 3 ...].)
+// a retry of a record runs does not count that try when it failed with a
+// context error (its failure may be the stop's own), but keeps the tries
+// before it: the next member goes on at the cut try's attempt. (Before:
+// nothing was saved, and it started again at 1; CI caught it as
+// [1 2 1 2 3 ...].) A try that failed with an error of its own counts, even
+// when the stop came before the worker looked at it: the next member goes on
+// after it.
 func TestIntegrationDurableAttemptsStoppedDuringATry(t *testing.T) {
 	c := kafkatest.New(t)
-	topic := oneTopic(t, c, "durable-cut", "always fails")
-	group := kafkatest.UniqueName("durable-cut")
+	for _, tc := range []struct {
+		name string
+		err  func(ctx context.Context) error
+		want []int
+	}{
+		{"context-error", func(ctx context.Context) error { return fmt.Errorf("calling the dependency: %w", ctx.Err()) }, []int{1, 2, 2, 3, 4}},
+		{"own-error", func(context.Context) error { return failure.Transient(errors.New("dependency down")) }, []int{1, 2, 3, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := oneTopic(t, c, "durable-cut", "always fails")
+			group := kafkatest.UniqueName("durable-cut")
+			var mu sync.Mutex
+			var seen []int
+			running := make(chan struct{}, 1)
+			handler := func(ctx context.Context, r *consumer.Record[string, string]) error {
+				mu.Lock()
+				seen = append(seen, r.Attempt)
+				n := len(seen)
+				mu.Unlock()
+				if n == 2 { // the first member's second try: it runs until the stop
+					running <- struct{}{}
+					<-ctx.Done()
+					return tc.err(ctx)
+				}
+				return failure.Transient(errors.New("dependency down"))
+			}
+			mod := func(cfg *consumer.Config[string, string]) {
+				cfg.Key = nil
+				cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
+			}
+			runUntil(t, testConsumer(t, c, topic, group, serde.String(), handler, mod), running, "the second try")
+			untilDeadLettered(t, c, topic, group, handler, mod)
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(seen, tc.want) {
+				t.Fatalf("attempts seen by the handler %v; want %v", seen, tc.want)
+			}
+		})
+	}
+}
+
+// TestIntegrationDurableAttemptsBatchStopped: a batch that fails one record
+// with an error of its own and is then cut by the member's stop (a later
+// record of it ran until the stop) keeps that failure: the next member tries
+// the record at attempt 2. (Before: the batch path saved nothing when the
+// worker stopped, and the record was tried at 1 again; kfake seed 917447937
+// of the fault runs.)
+func TestIntegrationDurableAttemptsBatchStopped(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "durable-batch-cut", "fails", "waits")
+	group := kafkatest.UniqueName("durable-batch-cut")
 	var mu sync.Mutex
-	var seen []int
+	var seen []int // attempts of "fails"
 	running := make(chan struct{}, 1)
-	handler := func(ctx context.Context, r *consumer.Record[string, string]) error {
-		mu.Lock()
-		seen = append(seen, r.Attempt)
-		n := len(seen)
-		mu.Unlock()
-		if n == 2 { // the first member's second try: it runs until the stop
-			running <- struct{}{}
-			<-ctx.Done()
+	waited := false
+	batch := func(ctx context.Context, recs []*consumer.Record[string, string]) error {
+		errs := map[int]error{}
+		for i, r := range recs {
+			switch r.Value {
+			case "fails":
+				mu.Lock()
+				seen = append(seen, r.Attempt)
+				mu.Unlock()
+				errs[i] = failure.Transient(errors.New("dependency down"))
+			case "waits":
+				mu.Lock()
+				first := !waited
+				waited = true
+				mu.Unlock()
+				if first { // the first member's batch: it runs until the stop
+					running <- struct{}{}
+					<-ctx.Done()
+					errs[i] = ctx.Err()
+				}
+			}
 		}
-		return failure.Transient(errors.New("dependency down"))
+		if len(errs) > 0 {
+			return &consumer.BatchError{Errs: errs}
+		}
+		return nil
 	}
 	mod := func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
+		cfg.Handler = nil
+		cfg.BatchHandler = batch
+		cfg.Batching = consumer.Batching{Size: 2, Linger: time.Second}
 		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
 	}
-	first := testConsumer(t, c, topic, group, serde.String(), handler, mod)
-	stop := runConsumer(t, first)
-	select {
-	case <-running:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the second try never ran")
+	runUntil(t, testConsumer(t, c, topic, group, serde.String(), nil, mod), running, "the batch")
+	untilDeadLettered(t, c, topic, group, nil, mod)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{1, 2, 3, 4}; !slices.Equal(seen, want) {
+		t.Fatalf("attempts of the failing record %v; want %v (its failure in the cut batch counted)", seen, want)
 	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 1 || parse(t, dl[0]).Attempts != 4 {
+		t.Fatalf("dead letters %d; want one with 4 attempts", len(dl))
+	}
+}
+
+// TestIntegrationDurableAttemptsBatchStoppedInARetry: a batch that fails two
+// records, the first of which is retrying in place when the member stops,
+// keeps the second one's failure too: the next member tries it at attempt 2.
+// (Before: only the record being retried saved its count, and the next
+// member tried the second at 1 again; kfake seed 9700050 of the fault runs.)
+func TestIntegrationDurableAttemptsBatchStoppedInARetry(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := oneTopic(t, c, "durable-batch-wait", "a", "b")
+	group := kafkatest.UniqueName("durable-batch-wait")
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	batch := func(_ context.Context, recs []*consumer.Record[string, string]) error {
+		errs := map[int]error{}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, r := range recs {
+			seen[r.Value] = append(seen[r.Value], r.Attempt)
+			errs[i] = failure.Transient(errors.New("dependency down"))
+		}
+		return &consumer.BatchError{Errs: errs}
+	}
+	mod := func(wait time.Duration) func(cfg *consumer.Config[string, string]) {
+		return func(cfg *consumer.Config[string, string]) {
+			cfg.Key = nil
+			cfg.Handler = nil
+			cfg.BatchHandler = batch
+			cfg.Batching = consumer.Batching{Size: 2, Linger: time.Second}
+			cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(wait), 4)
+		}
+	}
+	// The first member stops while "a" waits for its second try.
+	first := testConsumer(t, c, topic, group, serde.String(), nil, mod(time.Minute))
+	stop := runConsumer(t, first)
+	kafkatest.WaitFor(t, 30*time.Second, "a retrying", func() bool {
+		s := first.Stats()
+		return len(s.Stuck) == 1 && s.Stuck[0].Offset == 0
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	untilDeadLettered(t, c, topic, group, handler, mod)
+	second := testConsumer(t, c, topic, group, serde.String(), nil, mod(50*time.Millisecond))
+	stop = runConsumer(t, second)
+	kafkatest.WaitFor(t, 30*time.Second, "both dead-lettered", func() bool { return second.Stats().DeadLettered == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []int{1, 2, 2, 3, 4}; !slices.Equal(seen, want) {
-		t.Fatalf("attempts seen by the handler %v; want %v (the cut try 2 again, then on to 4)", seen, want)
+	for _, v := range []string{"a", "b"} {
+		if want := []int{1, 2, 3, 4}; !slices.Equal(seen[v], want) {
+			t.Errorf("attempts of %s %v; want %v", v, seen[v], want)
+		}
+	}
+}
+
+// TestDurableAttemptsLetterNotWritten: a record that used all of its tries
+// keeps its durable count while its dead letter is not written yet: a
+// member stopped then leaves it to the next one, which goes on from the
+// saved count instead of from 1. (Before: the count was deleted as soon as
+// the letter was sent, and the next member tried the record 4 times again;
+// kfake seed 7400042 of the fault runs, a dead-letter topic deleted under
+// the consumer.)
+func TestDurableAttemptsLetterNotWritten(t *testing.T) {
+	c := kafkatest.New(t)
+	if c.Fake() == nil {
+		t.Skip("needs kfake fault injection")
+	}
+	// While refusing, every write to the dead-letter topic fails (a
+	// request names it by name or, from Produce v13, by id).
+	var refusing atomic.Bool
+	var dlq atomic.Pointer[[16]byte]
+	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		id := dlq.Load()
+		if !refusing.Load() || id == nil || !slices.ContainsFunc(pr.Topics, func(t kmsg.ProduceRequestTopic) bool {
+			return t.TopicID == *id || strings.HasSuffix(t.Topic, ".dlq")
+		}) {
+			return nil, nil, false
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			// The dead letter fails; a write of another topic in the
+			// same request (the attempts topic) is retried by the client.
+			code := kerr.NotLeaderForPartition.Code
+			if rt.TopicID == *id || strings.HasSuffix(rt.Topic, ".dlq") {
+				code = kerr.InvalidRecord.Code
+			}
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch-%v", batch), func(t *testing.T) {
+			topic := oneTopic(t, c, "durable-unwritten", "always fails")
+			created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, topic+".dlq")
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := [16]byte(created.ID)
+			dlq.Store(&id)
+			group := kafkatest.UniqueName("durable-unwritten")
+			var mu sync.Mutex
+			var seen []int
+			handler := failsAlways(&mu, &seen)
+			mod := func(cfg *consumer.Config[string, string]) {
+				cfg.Key = nil
+				cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
+				cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
+				if batch {
+					cfg.Handler, cfg.BatchHandler = nil, asBatch(handler)
+				}
+			}
+			refusing.Store(true)
+			first := testConsumer(t, c, topic, group, serde.String(), handler, mod)
+			stop := runConsumer(t, first)
+			kafkatest.WaitFor(t, 30*time.Second, "a failed dead-letter write", func() bool { return first.Stats().DeadLetterWriteErrors >= 1 })
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			refusing.Store(false)
+			untilDeadLettered(t, c, topic, group, handler, mod)
+			mu.Lock()
+			defer mu.Unlock()
+			// The first member's last failure is not saved (the record
+			// was being dead-lettered), so the second member makes that
+			// try again, and no more: it goes on at 4, never at 1.
+			if want := []int{1, 2, 3, 4, 4}; !slices.Equal(seen, want) {
+				t.Fatalf("attempts seen by the handler %v; want %v", seen, want)
+			}
+			dl := readAll(t, c, topic+".dlq")
+			if len(dl) != 1 || parse(t, dl[0]).Attempts != 4 {
+				t.Fatalf("dead letters %d; want one with 4 attempts", len(dl))
+			}
+		})
+	}
+}
+
+// asBatch is h as a BatchHandler: each record in turn, its failure in a
+// BatchError.
+func asBatch[V any](h consumer.Handler[string, V]) consumer.BatchHandler[string, V] {
+	return func(ctx context.Context, recs []*consumer.Record[string, V]) error {
+		errs := map[int]error{}
+		for i, r := range recs {
+			if err := h(ctx, r); err != nil {
+				errs[i] = err
+			}
+		}
+		if len(errs) > 0 {
+			return &consumer.BatchError{Errs: errs}
+		}
+		return nil
+	}
+}
+
+// failsAlways is a handler that fails every call transiently and appends
+// the call's attempt to *seen (under mu).
+func failsAlways(mu *sync.Mutex, seen *[]int) consumer.Handler[string, string] {
+	return func(_ context.Context, r *consumer.Record[string, string]) error {
+		mu.Lock()
+		*seen = append(*seen, r.Attempt)
+		mu.Unlock()
+		return failure.Transient(errors.New("dependency down"))
+	}
+}
+
+// runUntil runs cons until signal fires (what ran), then stops it.
+func runUntil(t *testing.T, cons *consumer.Consumer[string, string], signal <-chan struct{}, what string) {
+	t.Helper()
+	stop := runConsumer(t, cons)
+	select {
+	case <-signal:
+	case <-time.After(30 * time.Second):
+		t.Fatal(what + " never ran")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

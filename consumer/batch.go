@@ -183,7 +183,7 @@ func (p *partition[K, V]) batches(src batchSource) {
 				return
 			}
 			p.c.stats.consumed.Add(1)
-			if p.skips[rec.Offset] {
+			if p.skipped(rec.Offset) {
 				if !handle() || !p.skipAgain(rec) { // the batch before it first
 					return
 				}
@@ -210,8 +210,13 @@ func (p *partition[K, V]) batches(src batchSource) {
 					tr.endSpan()
 					return
 				}
-				o := &origin{rec: rec, trace: tr}
-				ok := p.settleFailure(rec, o, stage, err, 1, time.Time{})
+				o, n, first := &origin{rec: rec, trace: tr}, 1, time.Time{}
+				if s, ok := p.retries[rec.Offset]; ok {
+					// It was retrying before the restart: its tries go on,
+					// and its entry goes once it is settled.
+					o.saved, n, first = true, s.attempts+1, s.first
+				}
+				ok := p.settleFailure(rec, o, stage, err, n, first)
 				endSpan(o)
 				if !ok {
 					return
@@ -301,6 +306,28 @@ func (p *partition[K, V]) batchDone(b pending[K, V]) bool {
 	return p.settledOut(b.rec, b.r.out)
 }
 
+// saveFailed saves the tries of the records of batch, from index from on,
+// that be failed with an error of their own (not the stop's), for the next
+// owner: the worker stops before settling them. attempt and since are the
+// batch's try and first failure.
+func (p *partition[K, V]) saveFailed(batch []pending[K, V], be *BatchError, from, attempt int, since time.Time) {
+	for i := from; i < len(batch); i++ {
+		b := batch[i]
+		ferr := be.Errs[i]
+		if ferr == nil || p.cutShort(ferr) {
+			continue
+		}
+		n, first := attempt, since
+		if s, ok := p.retries[b.rec.Offset]; ok {
+			n, first = s.attempts+attempt, s.first
+		}
+		if first.IsZero() {
+			first = time.Now()
+		}
+		p.c.attempts.save(b.rec, n, first)
+	}
+}
+
 // callBatch calls the BatchHandler; a panic is a permanent failure of the
 // whole batch. With a Tracer, the call has a batch span that names the
 // spans of its records.
@@ -370,10 +397,17 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 			}
 		}
 		err := p.callBatch(p.ctx, batch, rs, attempt)
-		if p.ctx.Err() != nil {
-			return false // revoked or stopping: the failure may be our own cancellation
-		}
 		var be *BatchError
+		if p.ctx.Err() != nil {
+			// Revoked or stopping. A record the batch failed with an
+			// error of its own (not our cancellation) has made a try:
+			// its count is saved for the next owner, as settleFailure
+			// does for a record alone.
+			if errors.As(err, &be) {
+				p.saveFailed(batch, be, 0, attempt, since)
+			}
+			return false
+		}
 		switch {
 		case err == nil:
 			for i, b := range batch {
@@ -390,6 +424,7 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 				ferr, failed := be.Errs[i]
 				if !failed || ferr == nil {
 					if !p.batchDone(b) {
+						p.saveFailed(batch, be, i+1, attempt, since)
 						return false
 					}
 					continue
@@ -402,6 +437,10 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 				ok := p.settleFailure(b.rec, o, deadletter.StageProcess, ferr, n, first)
 				endSpan(o)
 				if !ok {
+					// Stopped while settling it (a retry wait, say): the
+					// records after it that the batch failed keep their
+					// tries too.
+					p.saveFailed(batch, be, i+1, attempt, since)
 					return false
 				}
 			}
@@ -457,7 +496,7 @@ func (p *partition[K, V]) handleBatch(batch []pending[K, V]) bool {
 				} else {
 					ok = p.letterByOperator(first, o, deadletter.StageProcess, class, err, n, from, who)
 				}
-				if ok && o.saved {
+				if ok && o.saved && !o.lettered {
 					p.c.attempts.clear(first) // settled: its durable entry goes
 				}
 				endSpan(o)

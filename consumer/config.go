@@ -227,25 +227,36 @@ func (u Unwritable) String() string {
 // that letter is acknowledged; a partition waits for its oldest dead letter
 // once 1024 are in flight. Each zero field takes its default.
 //
-// Backpressure never throws fetched data away. Each poll takes all the
-// client has fetched (one fetch per broker; see kgo.FetchMaxBytes and
-// kgo.FetchMaxPartitionBytes), so that every partition gets its part of every
-// fetch at once. The consumer stops polling (franz-go keeps what it fetched
-// meanwhile) while all flowing partitions together hold the total, until a
-// quarter of it is free. A partition that holds its own bound has its
-// fetching paused, while the others keep flowing, at the first poll where
-// that drops nothing (franz-go drops what it holds for a paused partition);
-// until then it takes its part of the fetches already under way. It flows
-// again once back under half of its bound. Should it be given two more
-// fetches with no such poll (its records were the last of its broker's fetch
-// each time: with one busy partition on a broker, say), the consumer stops
-// polling until it is back under half of its bound, and a slow partition
-// then slows the fetching of the others. A partition retrying a record (or
-// paused by an operator) has its fetching paused too. A paused partition
-// keeps what it holds and counts toward neither bound, so stuck or full
-// partitions do not hold the others back. A partition holds at most its own
-// bound plus three fetches of it; what the consumer holds is at most the
-// total plus one fetch per broker, plus what the paused partitions hold.
+// Backpressure throws fetched data away only to keep the other partitions
+// busy. Each poll takes all the client has fetched (one fetch per broker;
+// see kgo.FetchMaxBytes and kgo.FetchMaxPartitionBytes), so that every
+// partition gets its part of every fetch at once. The consumer stops polling
+// (franz-go keeps what it fetched meanwhile) while all flowing partitions
+// together hold the total, until a quarter of it is free. A partition that
+// holds its own bound has its fetching paused, while the others keep
+// flowing, at the first poll where that drops nothing (franz-go drops what
+// it holds for a paused partition); until then it takes its part of the
+// fetches already under way. It flows again once back under half of its
+// bound. When its records are the last of its broker's fetch, no poll drops
+// nothing (a broker keeps the order of a fetch session's partitions while
+// they all have data, so a partition last once stays last; one alone on its
+// broker always is): the consumer then stops polling, leaving that last
+// record in the client, until the partition is back under half of its
+// bound or the member's other flowing partitions have no records left. In
+// the second case it pauses the partition, dropping that one record, whose
+// batch is fetched again on resume. (With several brokers, a partition
+// given two more fetches with no such poll is treated the same, and what
+// its broker's fetch brought it meanwhile is dropped.) So a full partition
+// slows the others only while they have work, and the member's only
+// partition never drops a record. A partition retrying a record (or paused
+// by an operator) has its fetching paused too, and a partition paused while
+// full, for any reason, stays paused until back under half of its bound. A
+// paused partition keeps what it holds and counts toward neither bound, so
+// stuck or full partitions do not hold the others back. A partition holds
+// at most its own bound plus two fetches of it on one broker (with several,
+// a poll round may bring it two, and six in all); what the consumer holds
+// is at most the total plus one fetch per broker, plus what the paused
+// partitions hold.
 type BufferLimits struct {
 	// PartitionRecords bounds the records one partition holds. Optional: 10000.
 	PartitionRecords int

@@ -66,7 +66,11 @@ type Consumer[K, V any] struct {
 	// opPaused are the partitions an operator paused (Pause), so that a
 	// worker started again (after an aborted transaction) stays paused;
 	// opSkips the records an operator skipped (Skip), so that they stay
-	// skipped. Both are forgotten when the partition leaves this member.
+	// skipped. Pauses are forgotten when the partition leaves this member;
+	// skips too, except in the exactly-once mode, where the revoke aborts
+	// the transaction that held the skip and the partition may come back
+	// (an eager rebalance gives it back at once). A topic created again
+	// forgets its skips: its offsets start again.
 	opPaused map[tp]bool
 	opSkips  map[tp]map[int64]bool
 
@@ -125,6 +129,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	c.dlq.txnal = cfg.ExactlyOnce.on()
 	if cfg.ExactlyOnce.on() {
 		c.txn = newTxn(cfg.ExactlyOnce, c.log)
+		c.txn.onCommit = c.pruneSkips
 	}
 	topics := cfg.Topics
 	if cfg.RetryTopics.on() {
@@ -133,7 +138,10 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 			return nil, err
 		}
 		c.dlq.isTier = func(t string) bool { _, ok := c.tiers.byTopic[t]; return ok }
-		c.dlq.tierGone = c.tiers.gone
+		c.dlq.tierGone = func(t string) {
+			c.tiers.gone(t)
+			c.forgetSkips(t)
+		}
 		topics = append(slices.Clip(cfg.Topics), c.tiers.topics()...)
 	}
 
@@ -281,6 +289,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 		c.beginTxns(runCtx)
 	}
 	fetchErrs := newFetchErrs(c.log, c.cl)
+	fetchErrs.afresh = c.forgetSkips
 	if c.tiers != nil {
 		fetchErrs.writer = func(t string) bool {
 			to, ok := c.tiers.byTopic[t]
@@ -324,7 +333,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 				}
 				p := c.partition(ftp.Topic, ftp.Partition)
 				p.push(ftp.Records, ftp.HighWatermark, c.round)
-				if p.wantsStop() {
+				if want, _ := p.wantsStop(); want {
 					c.wantPause[tp{ftp.Topic, ftp.Partition}] = p
 				}
 			})
@@ -465,7 +474,10 @@ func (c *Consumer[K, V]) partition(topic string, part int32) *partition[K, V] {
 		if c.opPaused[key] {
 			p.pause()
 		}
-		p.skips = maps.Clone(c.opSkips[key])
+		if m := c.opSkips[key]; len(m) > 0 {
+			m = maps.Clone(m)
+			p.skips.Store(&m)
+		}
 		c.parts[key] = p
 		c.running.Add(1)
 		go func() {
@@ -502,16 +514,59 @@ func (c *Consumer[K, V]) stopPartitions(m map[string][]int32) {
 }
 
 // forgetPauses drops the operator pauses of partitions taken from this
-// member: the next owner does not inherit them.
+// member: the next owner does not inherit them. Outside the exactly-once
+// mode it drops their skips too (see opSkips).
 func (c *Consumer[K, V]) forgetPauses(m map[string][]int32) {
 	c.mu.Lock()
 	for t, ps := range m {
 		for _, p := range ps {
 			delete(c.opPaused, tp{t, p})
-			delete(c.opSkips, tp{t, p})
+			if c.txn == nil {
+				delete(c.opSkips, tp{t, p})
+			}
 		}
 	}
 	c.mu.Unlock()
+}
+
+// forgetSkips drops the operator skips of a topic that was deleted and
+// created again: the offsets they name are the old topic's.
+func (c *Consumer[K, V]) forgetSkips(topic string) {
+	c.mu.Lock()
+	for k := range c.opSkips {
+		if k.topic == topic {
+			delete(c.opSkips, k)
+		}
+	}
+	for k, p := range c.parts {
+		if k.topic == topic {
+			p.skips.Store(nil) // a worker that outlives the recreation too
+		}
+	}
+	c.mu.Unlock()
+}
+
+// pruneSkips drops the operator skips that a committed transaction settled
+// for good: those below the committed offset (marks) of their partition.
+// The records are never met again, and the bound on the skips a partition
+// remembers (maxOpSkips) is left for new ones.
+func (c *Consumer[K, V]) pruneSkips(marks map[tp]kgo.EpochOffset) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.opSkips) == 0 {
+		return // the common case: no skip to prune
+	}
+	for k, at := range marks {
+		skips := c.opSkips[k]
+		for off := range skips {
+			if off < at.Offset {
+				delete(skips, off)
+			}
+		}
+		if len(skips) == 0 {
+			delete(c.opSkips, k)
+		}
+	}
 }
 
 // onAssigned checks the dead-letter topics of newly assigned topics (and
@@ -559,7 +614,7 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 	if !on {
 		n = -n
 	}
-	c.assigned.Add(int64(n))
+	c.budget.setOthers(c.assigned.Add(int64(n)) > 1)
 	if c.hooks == nil || len(m) == 0 {
 		return
 	}
@@ -685,11 +740,12 @@ func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who 
 // (ACCEPT: the group never delivers it again).
 //
 // The skip outlives the work it ends: should the partition meet the record
-// again on this member (after an aborted transaction, in the exactly-once
-// mode), it is skipped again without being handled. Like any settled record,
-// it is durable once its offset is committed: should the process crash, or
-// the partition move to another member (a rebalance), before that, the
-// record is delivered again (at least once).
+// again on this member in the exactly-once mode (after an aborted
+// transaction, or a rebalance that gave the partition back to this member),
+// it is skipped again without being handled. Like any settled record, it is
+// durable once its offset is committed: should the process crash, or the
+// partition move to another member (a rebalance), before that, the record
+// is delivered again (at least once).
 func (c *Consumer[K, V]) Skip(topic string, part int32, offset int64) error {
 	if c.share != nil {
 		return c.share.operate(topic, part, offset, errSkipped)

@@ -317,6 +317,7 @@ type letter struct {
 	fam      *famRef            // the family entry of a keyed tier letter (per-key order), or nil
 	at       int64              // offset of the fetched record it settles (src is the original of a tier record)
 	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers, trace context)
+	clears   *kgo.Record        // the fetched record whose durable attempts entry goes once it is settled
 	trace    *letterTrace       // the span of its write, until its first write ends (trace.go)
 
 	cur    *write // the latest write attempt
@@ -324,6 +325,16 @@ type letter struct {
 	// hdrs holds the first headers of a letter whose source record has at
 	// most inlineHeaders-failureHeaders headers.
 	hdrs [inlineHeaders]kgo.RecordHeader
+}
+
+// clearsAttempts makes l clear the durable attempts entry of rec, the
+// fetched record it settles, once l is settled (acknowledged or skipped),
+// when rec has one (o.saved): not before, since a letter that is never
+// written leaves rec to the next owner, who goes on counting.
+func (l *letter) clearsAttempts(rec *kgo.Record, o *origin) {
+	if o.saved {
+		l.clears, o.lettered = rec, true
+	}
 }
 
 // letterKind is what a letter is for.

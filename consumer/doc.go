@@ -122,11 +122,13 @@
 // What the consumer holds is bounded ([Config.Buffer], [BufferLimits]): per
 // partition in records and bytes, counting what is queued, being handled and
 // dead-lettered with the letter not yet acknowledged; and in total for the flowing
-// partitions. Nothing already fetched is dropped and fetched again: the total
-// is kept by not polling, and a partition that holds its own bound has its
-// fetching paused where franz-go drops nothing by it, while the others keep
-// flowing; a paused partition (stuck on a record, full, or paused by an
-// operator) leaves the total. Each poll takes all the client has fetched, so
+// partitions. The total is kept by not polling, which drops nothing; a
+// partition that holds its own bound has its fetching paused where franz-go
+// drops nothing by it, while the others keep flowing, or, when no poll
+// drops nothing, holds back the poll loop until the member's other
+// partitions have no records left and is then paused with its one record
+// in the client, whose batch is fetched again; a paused partition (stuck on
+// a record, full, or paused by an operator) leaves the total. Each poll takes all the client has fetched, so
 // the bounds are exceeded by at most one fetch per broker (see
 // [BufferLimits]).
 //

@@ -43,6 +43,8 @@ type fetchErrs struct {
 	// tier), and reports true: the dead-letter writer decides whether to
 	// forget it (dlqWriter.staleFetches). Nil without retry tiers.
 	writer func(topic string) bool
+	// afresh is told of each topic the client is made to consume afresh.
+	afresh func(topic string)
 }
 
 func newFetchErrs(log *slog.Logger, cl *kgo.Client) *fetchErrs {
@@ -83,6 +85,9 @@ func (f *fetchErrs) forget() {
 			continue
 		}
 		f.log.Warn("topic was deleted and created again: the client consumes it afresh", "topic", t)
+		if f.afresh != nil {
+			f.afresh(t)
+		}
 		f.cl.PurgeTopicsFromClient(t)
 		f.cl.AddConsumeTopics(t)
 	}
@@ -165,6 +170,7 @@ func (c *Consumer[K, V]) watchTopicIDs(ctx context.Context) {
 				continue // gone for now: its id is compared once it is back
 			}
 			if c.held.changed(td.Topic, td.ID) {
+				c.forgetSkips(td.Topic)
 				c.log.Warn("topic was deleted and created again: the client consumes it afresh", "topic", td.Topic)
 				c.cl.PurgeTopicsFromClient(td.Topic)
 				c.cl.AddConsumeTopics(td.Topic)

@@ -121,18 +121,40 @@ func (v *fetchView) brokerHolds(topic string, part int32) bool {
 // pollRound polls what the client has fetched and hands it to the
 // partitions (each). A partition that holds its bound keeps taking its part
 // of the fetches under way; the round pauses its fetching where that drops
-// nothing: when some partitions want a pause, it polls all but the last
+// the least. When some partitions want a pause, it polls all but the last
 // record the client holds (first waiting for a fetch, of which it takes
-// one record), pauses those whose records were all taken while their
-// broker's fetch is not fully polled, then polls the rest. It runs on the
-// poll goroutine, which alone pauses for this reason. It returns the last
-// poll's fetches.
+// one record), and pauses those whose records were all taken while their
+// broker's fetch is not fully polled: that drops nothing. A partition whose
+// record is the last (its records are the last of its broker's fetch: a
+// broker keeps the order of a fetch session's partitions while they all
+// have data, and a partition alone on its broker is always last) cannot be
+// paused without dropping it: the round leaves that record in the client,
+// and the partition holds back the poll loop (flow.holdBack), as one given
+// two more fetches with no such poll does (several brokers), until it is
+// back under half of its bound, or until the member's other flowing
+// partitions have no records left (budget.dry). Then the next round first
+// pauses it, dropping what the client holds of it (the one record, whose
+// batch is fetched again on resume; with several brokers, what its
+// broker's fetch brought meanwhile). So a full partition slows the others
+// only while they have work, and the member's only partition never drops a
+// record. It runs on the poll goroutine, which alone pauses for this
+// reason. It returns the last poll's fetches.
 func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) kgo.Fetches {
 	c.round++
 	if len(c.wantPause) == 0 {
 		fs := c.cl.PollFetches(ctx)
 		each(fs)
 		return fs
+	}
+	if c.budget.dry() {
+		// The others have nothing left: pause the partitions that hold
+		// back the poll loop, before a poll feeds them more.
+		for k, p := range c.wantPause {
+			if _, blocking := p.wantsStop(); blocking {
+				p.pauseFull()
+				delete(c.wantPause, k)
+			}
+		}
 	}
 	var fs kgo.Fetches
 	if c.cl.BufferedFetchRecords() == 0 {
@@ -148,15 +170,24 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return fs
 		}
-		for k, p := range c.wantPause {
-			switch {
-			case !p.wantsStop(): // under its bound, revoked, or paused for another reason
-				delete(c.wantPause, k)
-			case c.view.held(k.topic, k.partition) == 0 && c.view.brokerHolds(k.topic, k.partition):
-				p.pauseFull()
-				delete(c.wantPause, k)
-			}
+	}
+	last, hold := c.cl.BufferedFetchRecords() == 1, false
+	for k, p := range c.wantPause {
+		want, _ := p.wantsStop()
+		held := c.view.held(k.topic, k.partition)
+		switch {
+		case !want: // under its bound, revoked, or paused for another reason
+			delete(c.wantPause, k)
+		case held == 0 && c.view.brokerHolds(k.topic, k.partition): // drops nothing
+			p.pauseFull()
+			delete(c.wantPause, k)
+		case held == 1 && last:
+			p.holdBack()
+			hold = true
 		}
+	}
+	if hold {
+		return fs // its broker's next fetch waits for the last record
 	}
 	if fs != nil && c.cl.BufferedFetchRecords() == 0 {
 		// Records were handed out: do not wait for more, which would

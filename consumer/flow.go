@@ -12,11 +12,10 @@ import (
 // acknowledged (the letter shares the record's key and value). A record
 // settled behind a letter in flight is released at once: the ledger keeps its
 // offset for the commit, not the record, and bounds itself by the letters in
-// flight (maxInflight). Nothing fetched is ever dropped to make room:
-// franz-go drops what it holds for a paused partition and fetches it again
-// on resume, and it sends a broker's next fetch as soon as the one before is
-// fully polled, naming every partition not paused at that moment. See
-// [BufferLimits] and pollRound:
+// flight (maxInflight). franz-go drops what it holds for a paused partition
+// and fetches it again on resume, and it sends a broker's next fetch as soon
+// as the one before is fully polled, naming every partition not paused at
+// that moment. See [BufferLimits] and pollRound:
 //
 //   - Every poll takes all the client has fetched (one fetch per broker), so
 //     that each partition gets its part of every fetch: none waits behind
@@ -24,10 +23,16 @@ import (
 //   - A flowing partition that holds its own bound keeps taking its part of
 //     the fetches under way, and the poll goroutine pauses its fetching at
 //     the first poll where that drops nothing (pollRound); the others keep
-//     flowing. It is resumed once back under half of its bound. Should it be
-//     given two more fetches while over its bound with no such poll (its
-//     records are the last of its broker's fetch each time), the poll loop
-//     waits until it is back under half of it, as it does for the total.
+//     flowing. It is resumed once back under half of its bound. When its
+//     record is the last the client holds (its records are the last of its
+//     broker's fetch), or it was given two more fetches with no such poll,
+//     the poll loop waits (leaving that record in the client) until it is
+//     back under half of its bound, or until the member's other flowing
+//     partitions have no records left: then it is paused, and what the
+//     client holds of it (the one record) is dropped and fetched again on
+//     resume. The member's only partition never drops a record. A
+//     partition paused while full, for any reason, stays paused until back
+//     under half of its bound.
 //   - When all flowing partitions together hold the total, the poll loop
 //     waits until a quarter of it is free.
 //   - A partition paused (stuck on a record: retrying it, waiting for its
@@ -55,26 +60,46 @@ type budget struct {
 	mu      sync.Mutex
 	records int
 	bytes   int64
-	full    int           // flowing partitions that hold their own bound
+	full    int           // flowing partitions that hold their own bound and hold back the poll loop
+	blocked int           // the records they hold, counted in records too
+	others  bool          // the member has other partitions than one (setOthers)
 	freed   chan struct{} // closed when the budget drops under its bounds; nil when nobody waits
 }
 
+// overLocked reports whether the poll loop waits: the flowing partitions
+// hold the total, or one holds its own bound and holds back the poll loop
+// while the others still have records, or while it is the member's only
+// partition (once the others have none left, the loop polls, and the round
+// first pauses the full partitions: pollRound).
 func (b *budget) overLocked() bool {
-	return b.full > 0 || b.records >= b.maxRecords || b.bytes >= b.maxBytes
+	return b.full > 0 && !b.dryLocked() || b.records >= b.maxRecords || b.bytes >= b.maxBytes
+}
+
+func (b *budget) dryLocked() bool {
+	return b.others && b.records <= b.blocked
 }
 
 // roomLocked reports whether a waiting poll loop should wake: the bound is
 // not just under its limit but a quarter of it is free, so that the loop
-// polls a good batch rather than a few records at a time.
+// polls a good batch rather than a few records at a time; and no full
+// partition holds it back while the others have records.
 func (b *budget) roomLocked() bool {
-	return b.full == 0 && b.records <= b.maxRecords-b.maxRecords/4 && b.bytes <= b.maxBytes-b.maxBytes/4
+	return (b.full == 0 || b.dryLocked()) && b.records <= b.maxRecords-b.maxRecords/4 && b.bytes <= b.maxBytes-b.maxBytes/4
 }
 
-// add changes the total by n records and sz bytes (negative to release).
-func (b *budget) add(n int, sz int64) {
+// dry reports whether full partitions hold back the poll loop and the
+// member's other flowing partitions have no records left.
+func (b *budget) dry() bool {
 	b.mu.Lock()
-	b.records += n
-	b.bytes += sz
+	defer b.mu.Unlock()
+	return b.full > 0 && b.dryLocked()
+}
+
+// setOthers notes whether the member has partitions other than one: a
+// partition alone gains nothing by a pause that drops a record.
+func (b *budget) setOthers(on bool) {
+	b.mu.Lock()
+	b.others = on
 	if b.freed != nil && b.roomLocked() {
 		close(b.freed)
 		b.freed = nil
@@ -82,14 +107,33 @@ func (b *budget) add(n int, sz int64) {
 	b.mu.Unlock()
 }
 
-// setFull counts a flowing partition that holds its own bound (on) or no
+// add changes the total by n records and sz bytes (negative to release),
+// of a partition that holds back the poll loop if blocking.
+func (b *budget) add(n int, sz int64, blocking bool) {
+	b.mu.Lock()
+	b.records += n
+	b.bytes += sz
+	if blocking {
+		b.blocked += n
+	}
+	if b.freed != nil && b.roomLocked() {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+// setFull counts a flowing partition that holds its own bound and holds
+// back the poll loop (on), with the n records it holds, or one that no
 // longer does.
-func (b *budget) setFull(on bool) {
+func (b *budget) setFull(on bool, n int) {
 	b.mu.Lock()
 	if on {
 		b.full++
+		b.blocked += n
 	} else {
 		b.full--
+		b.blocked -= n
 	}
 	if b.freed != nil && b.roomLocked() {
 		close(b.freed)
@@ -138,8 +182,9 @@ type flow struct {
 	fullAt   uint64              // the poll round in which it became full
 	fedAt    uint64              // the last poll round that gave it records while full
 	fed      int                 // poll rounds that gave it records while full
+	last     bool                // full, and its record is the last the client holds (holdBack)
 	fullStop bool                // paused because full, by the poll goroutine (pauseFull)
-	blocking bool                // full, fed twice and flowing: counted in total.full, the poll loop waits
+	blocking bool                // full, flowing, fed twice or last: counted in total.full, the poll loop waits
 	operator bool                // paused by an operator (Consumer.Pause)
 	waiting  map[PauseReason]int // records waiting for a retry tier, by reason (PauseDue, PauseParked)
 	paused   PauseReason         // why fetching is paused by us; "" while it flows
@@ -163,7 +208,7 @@ func (f *flow) hold(recs []*kgo.Record, round uint64) {
 		f.fed++
 	}
 	if f.paused == "" {
-		f.total.add(len(recs), sz)
+		f.total.add(len(recs), sz, f.blocking)
 	}
 	was := f.full
 	f.update()
@@ -173,15 +218,28 @@ func (f *flow) hold(recs []*kgo.Record, round uint64) {
 }
 
 // wantsStop reports whether the poll goroutine should pause the
-// partition's fetching because it is full: it flows and holds its bound.
-func (f *flow) wantsStop() bool {
-	return !f.stopped && f.full && f.paused == ""
+// partition's fetching because it is full (it flows and holds its bound),
+// and whether it holds back the poll loop meanwhile.
+func (f *flow) wantsStop() (want, blocking bool) {
+	want = !f.stopped && f.full && f.paused == ""
+	return want, want && f.blocking
+}
+
+// holdBack notes that the partition's record is the last the client holds
+// while it is full: no poll can pause it without dropping that record, so
+// it holds back the poll loop, which leaves the record in the client
+// (pollRound).
+func (f *flow) holdBack() {
+	if want, _ := f.wantsStop(); want {
+		f.last = true
+		f.update()
+	}
 }
 
 // pauseFull pauses the partition's fetching because it is full. The poll
-// goroutine calls it where that drops nothing fetched (pollRound).
+// goroutine calls it where that drops the least (pollRound).
 func (f *flow) pauseFull() {
-	if !f.wantsStop() {
+	if want, _ := f.wantsStop(); !want {
 		return
 	}
 	f.fullStop = true
@@ -196,7 +254,7 @@ func (f *flow) release(n int, sz int64) {
 	f.records -= n
 	f.bytes -= sz
 	if f.paused == "" {
-		f.total.add(-n, -sz)
+		f.total.add(-n, -sz, f.blocking)
 	}
 	f.update()
 }
@@ -231,8 +289,9 @@ func (f *flow) setOperator(on bool) {
 // update pauses or resumes fetching (paused exactly while stuck, paused by
 // an operator, waiting for a retry tier, or full and stopped by the poll
 // goroutine), and holds back the poll loop while the partition flows, is
-// over its own bound and was given two more fetches since it got there,
-// until it is back under half of it.
+// over its own bound, and its record is the last the client holds or it
+// was given two more fetches since it got there, until it is back under
+// half of it or paused.
 func (f *flow) update() {
 	if f.stopped {
 		return
@@ -240,7 +299,7 @@ func (f *flow) update() {
 	if f.records >= f.lim.PartitionRecords || f.bytes >= f.lim.PartitionBytes {
 		f.full = true
 	} else if f.records <= f.lim.PartitionRecords/2 && f.bytes <= f.lim.PartitionBytes/2 {
-		f.full, f.fed, f.fullStop = false, 0, false
+		f.full, f.fed, f.fullStop, f.last = false, 0, false, false
 	}
 	var want PauseReason
 	switch {
@@ -255,7 +314,12 @@ func (f *flow) update() {
 	case f.fullStop:
 		want = PauseFull
 	}
-	blocking := f.full && f.fed >= 2 && want == ""
+	if want != "" && f.full {
+		// Paused while full, for any reason: it stays paused until back
+		// under half of its bound, which drops nothing more.
+		f.fullStop = true
+	}
+	blocking := f.full && (f.fed >= 2 || f.last) && want == ""
 	if !blocking {
 		f.setBlocking(false)
 	}
@@ -265,13 +329,13 @@ func (f *flow) update() {
 		m := map[string][]int32{f.topic: {f.part}}
 		ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: want}
 		if want != "" {
-			f.total.add(-f.records, -f.bytes)
+			f.total.add(-f.records, -f.bytes, false)
 			f.cl.PauseFetchPartitions(m)
 			if f.hooks != nil {
 				f.hooks.PartitionPaused(ev)
 			}
 		} else {
-			f.total.add(f.records, f.bytes)
+			f.total.add(f.records, f.bytes, false)
 			f.cl.ResumeFetchPartitions(m)
 			if f.hooks != nil {
 				ev.Reason = was
@@ -292,7 +356,7 @@ func (f *flow) setBlocking(on bool) {
 		return
 	}
 	f.blocking = on
-	f.total.setFull(on)
+	f.total.setFull(on, f.records)
 	if f.hooks != nil {
 		ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: PauseFull}
 		if on {
@@ -307,10 +371,10 @@ func (f *flow) setBlocking(on bool) {
 // is gone, and what it held is dropped (unsettled records are fetched again
 // by the next owner). Fetching is resumed by the consumer after a revoke.
 func (f *flow) stop() {
-	if f.paused == "" {
-		f.total.add(-f.records, -f.bytes)
-	}
 	f.setBlocking(false)
+	if f.paused == "" {
+		f.total.add(-f.records, -f.bytes, false)
+	}
 	f.stopped = true
 	f.records, f.bytes = 0, 0
 }

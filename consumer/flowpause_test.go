@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/consumer"
@@ -19,11 +20,13 @@ import (
 // holds partition 0 until release is closed: partition 0 fills its bound
 // (500 records) while partition 1 is handled at once, and is far from its
 // own (it is given a few dozen records a fetch). Fetches are small
-// (1 KiB a partition, batches of at most 512 B), so that partition 0 is
-// fetched over many rounds and one fetch brings it at most a few dozen
-// records; a fetch has room for both partitions, so that partition 0's
-// records are not always the last of the fetch (franz-go cannot pause a
-// partition at the end of its broker's fetch without dropping them).
+// (1 KiB a partition, uncompressed batches of at most 512 B), so that
+// partition 0 is fetched over many rounds and one fetch brings it at most
+// a few dozen records (compressed, a kibibyte would hold as many records
+// as the codec squeezes in); a fetch has room for both partitions, so that
+// partition 0's records are not always the last of the fetch (franz-go
+// cannot pause a partition at the end of its broker's fetch without
+// dropping them).
 type fullPauseSetup struct {
 	c         *kafkatest.Cluster
 	topic     string
@@ -34,6 +37,7 @@ type fullPauseSetup struct {
 	once      sync.Once
 	fetched   [2]atomic.Int64 // records fetched, by partition
 	processed [2]atomic.Int64
+	paused    atomic.Int64 // pauses because full (fullPauseCounter)
 }
 
 const (
@@ -42,9 +46,18 @@ const (
 )
 
 func newFullPause(t *testing.T, mod func(*consumer.Config[string, string])) *fullPauseSetup {
-	c := kafkatest.New(t)
+	return newFullPauseOn(t, kafkatest.New(t), nil, mod)
+}
+
+// newFullPauseOn is newFullPause on cluster c; before runs once the topic
+// exists.
+func newFullPauseOn(t *testing.T, c *kafkatest.Cluster, before func(topic string), mod func(*consumer.Config[string, string])) *fullPauseSetup {
 	s := &fullPauseSetup{c: c, topic: c.Topic(t, "fullpause", 2), release: make(chan struct{})}
-	s.prod = c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(512))
+	if before != nil {
+		before(s.topic)
+	}
+	s.prod = c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(512),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	t.Cleanup(s.unblock)
 	s.cons = stringConsumer(t, c, s.topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
 		if r.Raw.Partition == 0 {
@@ -61,6 +74,7 @@ func newFullPause(t *testing.T, mod func(*consumer.Config[string, string])) *ful
 		return nil
 	}, func(cfg *consumer.Config[string, string]) {
 		cfg.Buffer = consumer.BufferLimits{PartitionRecords: fullBound}
+		cfg.Hooks = fullPauseCounter{n: &s.paused}
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.FetchMaxPartitionBytes(1<<10), kgo.FetchMaxBytes(8<<10),
 			kgo.WithHooks(partitionFetchCounter{&s.fetched}))
 		if mod != nil {
@@ -92,6 +106,33 @@ func partitionState(cons *consumer.Consumer[string, string], part int32) consume
 	return consumer.Partition{}
 }
 
+// fullPauseCounter counts the pauses of full partitions (and the times one
+// holds back the poll loop, reported as such a pause too). On one broker, a
+// pause drops at most the one record the client still holds of the
+// partition, which is fetched again on resume, with the batch it is in.
+type fullPauseCounter struct {
+	consumer.NopHooks
+	n *atomic.Int64
+}
+
+func (h fullPauseCounter) PartitionPaused(e consumer.PauseEvent) {
+	if e.Reason == consumer.PauseFull {
+		h.n.Add(1)
+	}
+}
+
+// fetchedOnce fails t unless the records fetched are those produced, plus
+// at most a batch (of at most batch records) for each of the paused pauses
+// of a full partition: each may drop one record, fetched again with its
+// batch.
+func fetchedOnce(t *testing.T, what string, fetched, produced, paused, batch int64) {
+	t.Helper()
+	if fetched < produced || fetched > produced+paused*batch {
+		t.Fatalf("fetched %d records of %s for %d produced, with %d pauses because full: want at most a batch (%d) more a pause",
+			fetched, what, produced, paused, batch)
+	}
+}
+
 type partitionFetchCounter struct{ n *[2]atomic.Int64 }
 
 func (f partitionFetchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, p int32, m kgo.FetchBatchMetrics) {
@@ -99,17 +140,35 @@ func (f partitionFetchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, 
 }
 
 // oneFetch is the most records one fetch brings a partition: its 1 KiB,
-// and the batch of at most 512 B the broker may return beyond it.
-const oneFetch = (1<<10 + 512) / fullRecBytes
+// and the batch of at most 512 B the broker may return beyond it; oneBatch
+// is the most records of a batch.
+const (
+	oneFetch = (1<<10 + 512) / fullRecBytes
+	oneBatch = 512 / fullRecBytes
+)
 
 // TestFullPartitionPausedOthersFlow: a partition that holds its bound has
 // its fetching paused, and the other partitions keep flowing: every record
-// produced to partition 1 while partition 0 is full is handled. Nothing is
-// fetched twice, and the full partition holds at most its bound plus three
-// fetches. (Before: the full partition stopped the poll loop for every
-// partition until it was back under half of its bound.)
+// produced to partition 1 while partition 0 is full is handled. At most one
+// batch a pause is fetched twice, and the full partition holds at most its
+// bound plus two fetches (one broker: the pause comes with the fetch after
+// the one that filled it). (Before: the full partition stopped the poll
+// loop for every partition until it was back under half of its bound; and
+// it still did when its records were the last of every fetch, which a
+// broker's fetch session keeps so once it is so: 13 failures in about 200
+// runs under load.)
 func TestFullPartitionPausedOthersFlow(t *testing.T) {
-	s := newFullPause(t, nil)
+	othersFlowWhileFull(t, newFullPause(t, nil), 2, oneBatch)
+}
+
+// othersFlowWhileFull runs s: partition 0 fills and is paused (or holds
+// back the poll loop until partition 1 runs dry) while partition 1 is
+// handled, records produced to partition 1 meanwhile included. It fails t
+// unless partition 0 held at most its bound plus fetches fetches when
+// paused and no more after, and each pause fetched at most perPause
+// records twice.
+func othersFlowWhileFull(t *testing.T, s *fullPauseSetup, fetches, perPause int64) {
+	t.Helper()
 	s.produce(t, 0, 2000)
 	s.produce(t, 1, 3000)
 	stop := runConsumer(t, s.cons)
@@ -127,22 +186,46 @@ func TestFullPartitionPausedOthersFlow(t *testing.T) {
 	if p0.Paused != consumer.PauseFull || s.processed[0].Load() != 0 {
 		t.Fatalf("partition 0 is %+v with %d handled; want it paused because full, nothing handled", p0, s.processed[0].Load())
 	}
-	if held > fullBound+3*oneFetch || p0.BufferedRecords != held {
-		t.Fatalf("partition 0 held %d records when paused and %d after; want at most its bound %d plus three fetches (%d), and no more once paused",
-			held, p0.BufferedRecords, fullBound, 3*oneFetch)
+	if int64(held) > fullBound+fetches*oneFetch || p0.BufferedRecords != held {
+		t.Fatalf("partition 0 held %d records when paused and %d after; want at most its bound %d plus %d fetches (%d), and no more once paused",
+			held, p0.BufferedRecords, fullBound, fetches, fetches*oneFetch)
 	}
 	s.unblock()
 	kafkatest.WaitFor(t, 60*time.Second, "every record handled", func() bool { return s.processed[0].Load() == 2000 })
-	if f0, f1 := s.fetched[0].Load(), s.fetched[1].Load(); f0 != 2000 || f1 != 4000 {
-		t.Fatalf("fetched %d records of partition 0 (2000 produced) and %d of partition 1 (4000): records were fetched twice", f0, f1)
+	fetchedOnce(t, "both partitions", s.fetched[0].Load()+s.fetched[1].Load(), 6000, s.paused.Load(), perPause)
+}
+
+// TestFullPartitionSeveralBrokers: with its partitions led by two brokers,
+// a full partition is paused too, at the latest once the other has no
+// records left, and holds at most its bound plus six fetches (a poll round
+// may bring it two: its broker's next fetch can come in while the round
+// polls another's); the other keeps flowing. A pause may drop what its
+// broker's fetch brought it meanwhile: at most a fetch. (With several
+// brokers, the record the client holds last is often the other broker's,
+// so that no poll pauses the full one without a drop, and it holds back
+// the poll loop after two more fetches.) kfake only: the real broker of
+// the tests is one.
+func TestFullPartitionSeveralBrokers(t *testing.T) {
+	c := kafkatest.New(t, kfake.NumBrokers(2))
+	if c.Real() {
+		t.Skip("two brokers: kfake only")
 	}
+	s := newFullPauseOn(t, c, func(topic string) {
+		for p := range int32(2) {
+			if err := c.Fake().MoveTopicPartition(topic, p, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, nil)
+	othersFlowWhileFull(t, s, 6, oneFetch)
 }
 
 // TestFullPauseAndOperatorPause: the two reasons are kept apart. A
 // partition paused because full, then by an operator, shows the
 // operator's pause; the operator's Resume leaves it paused while it is
 // still full (what is produced to it meanwhile is not fetched), and it
-// flows again once back under half of its bound. Nothing is fetched twice.
+// flows again once back under half of its bound. At most one batch a pause
+// is fetched twice.
 func TestFullPauseAndOperatorPause(t *testing.T) {
 	s := newFullPause(t, nil)
 	s.produce(t, 0, 2000)
@@ -171,9 +254,7 @@ func TestFullPauseAndOperatorPause(t *testing.T) {
 	}
 	s.unblock()
 	kafkatest.WaitFor(t, 60*time.Second, "partition 0 handled", func() bool { return s.processed[0].Load() == 2100 })
-	if f0 := s.fetched[0].Load(); f0 != 2100 {
-		t.Fatalf("fetched %d records of partition 0 for 2100 produced: records were fetched twice", f0)
-	}
+	fetchedOnce(t, "both partitions", s.fetched[0].Load()+s.fetched[1].Load(), 5200, s.paused.Load(), oneBatch)
 }
 
 // TestFullPauseRevoked: a partition paused because full, then revoked and

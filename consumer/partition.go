@@ -68,9 +68,10 @@ type partition[K, V any] struct {
 	// durable attempts at assignment. Read-only (the lanes read it too).
 	retries map[int64]attemptEntry
 	// skips are the offsets an operator skipped before the worker started
-	// (Consumer.Skip, then an aborted transaction): skipped again.
-	// Read-only, like retries.
-	skips map[int64]bool
+	// (Consumer.Skip, then an aborted transaction): skipped again. The map
+	// is read-only; Consumer.forgetSkips drops it when the topic is
+	// created again (its offsets start again).
+	skips atomic.Pointer[map[int64]bool]
 
 	// With retry topics: the partition's source topic (its own, or the
 	// one whose tier it is), its tier index (-1 for a source partition),
@@ -199,18 +200,26 @@ func (p *partition[K, V]) push(recs []*kgo.Record, hwm int64, round uint64) {
 }
 
 // wantsStop reports whether the partition is full and its fetching should
-// be paused (flow.wantsStop).
-func (p *partition[K, V]) wantsStop() bool {
+// be paused, and whether it holds back the poll loop (flow.wantsStop).
+func (p *partition[K, V]) wantsStop() (want, blocking bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.flow.wantsStop()
 }
 
 // pauseFull pauses the partition's fetching because it is full; the poll
-// goroutine calls it where that drops nothing (pollRound).
+// goroutine calls it where that drops the least (pollRound).
 func (p *partition[K, V]) pauseFull() {
 	p.mu.Lock()
 	p.flow.pauseFull()
+	p.mu.Unlock()
+}
+
+// holdBack makes the full partition hold back the poll loop: its record is
+// the last the client holds (flow.holdBack).
+func (p *partition[K, V]) holdBack() {
+	p.mu.Lock()
+	p.flow.holdBack()
 	p.mu.Unlock()
 }
 
@@ -428,6 +437,9 @@ func (p *partition[K, V]) drain() {
 // letterDone counts and logs a letter that is settled: acknowledged, or
 // skipped by an operator or by DeadLetterConfig.Unwritable.
 func (p *partition[K, V]) letterDone(l *letter) {
+	if l.clears != nil {
+		p.c.attempts.clear(l.clears) // settled at last: its durable entry goes
+	}
 	switch {
 	case l.skipped != "" && l.kind != kindDead:
 		p.untrack(&origin{rec: l.src, keyed: true})
@@ -612,7 +624,7 @@ func (p *partition[K, V]) decode(ctx context.Context, rec *kgo.Record, attempt i
 // with rec unsettled.
 func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 	p.c.stats.consumed.Add(1)
-	if p.skips[rec.Offset] {
+	if p.skipped(rec.Offset) {
 		return p.skipAgain(rec)
 	}
 	return p.route(rec)
@@ -622,6 +634,13 @@ func (p *partition[K, V]) handle(rec *kgo.Record) bool {
 // the route of a consumer without retry topics.
 func (p *partition[K, V]) processNew(rec *kgo.Record) bool {
 	return p.process(rec, &origin{rec: rec}, 1, time.Time{})
+}
+
+// skipped reports whether an operator skipped offset before the worker
+// started (skips).
+func (p *partition[K, V]) skipped(offset int64) bool {
+	m := p.skips.Load()
+	return m != nil && (*m)[offset]
 }
 
 // skipAgain settles as skipped a record an operator skipped before the
@@ -645,6 +664,7 @@ type origin struct {
 	forwards  int           // forwards to a tier so far (HeaderRetryForwards)
 	keyed     bool          // its family tracks it (per-key order): settling it must say so
 	saved     bool          // it has a durable attempts entry
+	lettered  bool          // a letter settles it, and clears its durable entry (letter.clears)
 	out       []*kgo.Record // the handler's outputs (exactly-once mode)
 	trace     *traced       // its span, with a Tracer (trace.go)
 }

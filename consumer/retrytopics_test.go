@@ -160,21 +160,8 @@ func testRetryTopics(t *testing.T, proto consumer.GroupProtocol, conc int, eos b
 		},
 	}
 	if conc < 0 {
-		handle := cfg.Handler
-		cfg.Handler, cfg.Batching = nil, consumer.Batching{Size: 32}
+		cfg.Handler, cfg.BatchHandler, cfg.Batching = nil, asBatch(cfg.Handler), consumer.Batching{Size: 32}
 		cfg.Concurrency = consumer.Concurrency{Max: -conc}
-		cfg.BatchHandler = func(ctx context.Context, batch []*consumer.Record[string, keyed]) error {
-			errs := map[int]error{}
-			for i, r := range batch {
-				if err := handle(ctx, r); err != nil {
-					errs[i] = err
-				}
-			}
-			if len(errs) > 0 {
-				return &consumer.BatchError{Errs: errs}
-			}
-			return nil
-		}
 	}
 	c1, err := consumer.New(cfg)
 	if err != nil {

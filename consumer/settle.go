@@ -49,15 +49,18 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 	if first.IsZero() {
 		first = time.Now()
 	}
-	saved := o.saved // a durable entry exists for rec
-	savedAt := 0     // the attempts it holds, when saved here
-	// cut: the last try ended with the worker stopping, so its failure
-	// may be our own cancellation, not a try to count.
-	cut := p.ctx.Err() != nil
+	savedAt := 0 // the attempts rec's durable entry holds, when saved here (o.saved)
+	// cut: the last try ended with the worker stopping and failed with a
+	// context error, so its failure may be our own cancellation, not a try
+	// to count. Any other failure is one.
+	cut := p.cutShort(err)
 	defer func() {
 		// Settled: the entry goes. Stopping (revoked, shut down, halted):
-		// it stays, and the next owner goes on counting.
-		if saved && p.ctx.Err() == nil {
+		// it stays, and the next owner goes on counting. Settled by a
+		// letter: the letter clears it once it is settled itself
+		// (letterDone), since a letter that is never written leaves rec
+		// to the next owner.
+		if o.saved && p.ctx.Err() == nil && !o.lettered {
 			c.attempts.clear(rec)
 		}
 	}()
@@ -129,7 +132,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			p.setStuck(stuck{offset: rec.Offset, reason: StuckRetrying, attempts: attempt, since: first, lastErr: err, cancel: rcancel})
 			if attempt >= 2 && attempt > savedAt {
 				c.attempts.save(rec, attempt, first)
-				saved, savedAt = true, attempt
+				o.saved, savedAt = true, attempt
 			}
 			if attempt == 1 || attempt%10 == 0 {
 				p.log.warn("record failed, retrying", rec, "stage", stage, "class", class, "attempt", attempt, "wait", dur(wait), "err", err)
@@ -146,7 +149,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			attempt++
 			pstage, perr := stage, err
 			stage, err = p.try(rctx, o, attempt, first)
-			cut = p.ctx.Err() != nil
+			cut = p.cutShort(err)
 			if _, ok := byOperator(rctx); ok && err != nil {
 				// The try was cut short for the operator: the letter
 				// tells the failure that held the record.
@@ -170,6 +173,21 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 		p.clearStuck(rec.Offset) // settled below: no longer skippable
 		return p.act(rec, o, stage, class, err, attempt, first, reason, out.Then)
 	}
+}
+
+// cutShort tells whether a try that failed with err may have been cut short
+// by the worker stopping (revoked, shut down, halted): the worker's context
+// is done and err is a context error, or serde.Retry's error for retries
+// its context ended. Such a try is not counted as one of the record's
+// attempts; a failure of any other kind is, even when the worker stopped
+// just after it.
+func (p *partition[K, V]) cutShort(err error) bool {
+	if p.ctx.Err() == nil {
+		return false
+	}
+	var re *serde.RetryError
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &re) && re.Reason == serde.StopCanceled)
 }
 
 // skipFunc asks Config.SkipIf; a panic in it counts as "no" and is logged.
@@ -223,6 +241,7 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	o.trace.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
 	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err, o.trace)
 	l.class, l.attempts = class, attempts
+	l.clearsAttempts(rec, o)
 	return p.settleLetter(rec, l)
 }
 
@@ -237,6 +256,7 @@ func (p *partition[K, V]) letterByOperator(rec *kgo.Record, o *origin, stage dea
 	o.trace.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
 	l := c.dlq.newLetter(o.rec, f, err, o.trace)
 	l.class, l.attempts = class, attempts
+	l.clearsAttempts(rec, o)
 	p.log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "err", err)
 	return p.settleLetter(rec, l)
 }

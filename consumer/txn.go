@@ -140,6 +140,10 @@ type txn struct {
 	sess *kgo.GroupTransactSession
 	cfg  ExactlyOnce
 	log  *slog.Logger
+	// onCommit, when set, is told the offsets of each transaction that
+	// committed (Consumer.pruneSkips). Called on the poll goroutine, with
+	// no lock held.
+	onCommit func(marks map[tp]kgo.EpochOffset)
 
 	mu sync.Mutex
 	// The open transaction.
@@ -537,6 +541,9 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		t.aborted++
 	}
 	t.mu.Unlock()
+	if committed && t.onCommit != nil {
+		t.onCommit(marks)
+	}
 	select { // a signal of the transaction just ended
 	case <-t.full:
 	default:

@@ -128,18 +128,7 @@ func testExactlyOnce(t *testing.T, c *kafkatest.Cluster, mode string) {
 		}
 		cfg.Handler = nil
 		cfg.Batching = consumer.Batching{Size: 50}
-		cfg.BatchHandler = func(_ context.Context, batch []*consumer.Record[string, eosIn]) error {
-			errs := map[int]error{}
-			for i, r := range batch {
-				if err := handle(r); err != nil {
-					errs[i] = err
-				}
-			}
-			if len(errs) > 0 {
-				return &consumer.BatchError{Errs: errs}
-			}
-			return nil
-		}
+		cfg.BatchHandler = asBatch(func(_ context.Context, r *consumer.Record[string, eosIn]) error { return handle(r) })
 	}
 	cons, err := consumer.New(cfg)
 	if err != nil {

@@ -1,0 +1,89 @@
+package consumer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestFlowHoldBackUntilOthersDry: a full partition whose record is the
+// last the client holds holds back the poll loop while another partition
+// has records, and lets it poll (to pause the full one) once the other has
+// none left, but only when the member has other partitions: its only
+// partition never drops its record. A partition paused while full, for any reason,
+// stays paused until back under half of its bound.
+func TestFlowHoldBackUntilOthersDry(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	b := &budget{maxRecords: 1000, maxBytes: 1 << 30}
+	lim := BufferLimits{PartitionRecords: 10, PartitionBytes: 1 << 30}
+	full, other := &flow{topic: "t", part: 0, cl: cl, total: b, lim: lim}, &flow{topic: "t", part: 1, cl: cl, total: b, lim: lim}
+	recs := func(n int) []*kgo.Record {
+		rs := make([]*kgo.Record, n)
+		for i := range rs {
+			rs[i] = &kgo.Record{}
+		}
+		return rs
+	}
+	over := func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.overLocked() }
+
+	other.hold(recs(5), 1)
+	full.hold(recs(10), 1)
+	if want, blocking := full.wantsStop(); !want || blocking || over() {
+		t.Fatalf("full: wants a stop %v, blocking %v, poll loop waits %v; want true, false, false", want, blocking, over())
+	}
+	full.holdBack()
+	if _, blocking := full.wantsStop(); !blocking || !over() || b.dry() {
+		t.Fatalf("held back: blocking %v, poll loop waits %v, dry %v; want true, true, false", blocking, over(), b.dry())
+	}
+	b.setOthers(true)
+	if !over() {
+		t.Fatal("the poll loop polls while the other partition has records")
+	}
+	full.release(3, 0) // 7: still full
+	if b.blocked != 7 || b.records != 12 {
+		t.Fatalf("budget holds %d records, %d of them blocked; want 12, 7", b.records, b.blocked)
+	}
+	woke := make(chan bool, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		woke <- b.room(ctx)
+	}()
+	other.release(5, 0)
+	if !<-woke || over() || !b.dry() {
+		t.Fatalf("the other partition has no records left: poll loop waits %v, dry %v; want false, true", over(), b.dry())
+	}
+	b.setOthers(false)
+	if !over() || b.dry() {
+		t.Fatalf("the member's only partition: poll loop waits %v, dry %v; want true, false", over(), b.dry())
+	}
+	b.setOthers(true)
+	full.pauseFull()
+	if full.paused != PauseFull || full.blocking || b.full != 0 || b.blocked != 0 || b.records != 0 || over() {
+		t.Fatalf("paused: reason %q, blocking %v, budget full %d, blocked %d, records %d; want buffer-full, false, 0, 0, 0",
+			full.paused, full.blocking, b.full, b.blocked, b.records)
+	}
+	full.setOperator(true)
+	full.setOperator(false)
+	if full.paused != PauseFull {
+		t.Fatalf("after the operator's pause and resume: %q; want buffer-full", full.paused)
+	}
+	full.release(2, 0) // 5: half of its bound
+	if full.paused != "" || full.full || b.records != 5 {
+		t.Fatalf("back under half: paused %q, full %v, budget %d; want flowing, 5", full.paused, full.full, b.records)
+	}
+	// Full again and paused by the operator while full (and not yet
+	// paused for it): it stays paused because full after the resume.
+	full.hold(recs(5), 2)
+	full.setOperator(true)
+	full.setOperator(false)
+	if full.paused != PauseFull {
+		t.Fatalf("paused by the operator while full, then resumed: %q; want buffer-full", full.paused)
+	}
+}
