@@ -273,9 +273,12 @@ func runChild(dir string, member int, brokers []string, routes map[string]string
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go commands(ctx, c, &sc, member, el, stop)
+	// The watcher ends with Run, a halt included (ctx does not end then).
+	wctx, endWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
-	go func() { defer close(watched); watchStuck(ctx, c, member, el) }()
+	go func() { defer close(watched); watchStuck(wctx, c, member, el) }()
 	err = c.Run(ctx)
+	endWatch()
 	<-watched
 	e := Event{Ev: "stop", Member: member, T0: time.Now().UnixNano(), RSSKiB: peakRSSKiB()}
 	if st, jerr := json.Marshal(c.Stats()); jerr == nil {

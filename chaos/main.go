@@ -56,7 +56,7 @@ func main() {
 		show     = flag.Bool("show", false, "print the scenario of -seed and exit")
 		shrinkN  = flag.Int("shrink", 0, "shrink each failing scenario with up to this many more runs (fewer faults, records, members)")
 		scenario = flag.String("scenario", "", "run the scenario in this JSON file (a failing run's scenario.json, edited to shrink it by hand) instead of generating one")
-		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang, net-latency, net-cut, net-slow-close)")
+		without  = flag.String("without", "", "fault kinds not to draw, comma-separated (kill, leave, join, pause, skip, killswitch, grow, delete, broker-kill, broker-hang, net-latency, net-cut, net-slow-close), and eos-delete: no delete in exactly-once scenarios")
 
 		child   = flag.String("child", "", "internal: run as a consumer process of the harness, in this run folder (it stops when its standard input ends)")
 		member  = flag.Int("member", 0, "")

@@ -185,7 +185,7 @@ func (a *accounts) retryOffAt(m int, from, to int64) bool {
 }
 
 // memberTimes builds accounts.retryOff, accounts.starts and
-// accounts.stops from the children's events.
+// accounts.stops (clean stops only) from the children's events.
 func memberTimes(events []Event) (retryOff map[int][]span, starts, stops map[int][]int64) {
 	byMember := map[int][]Event{}
 	for _, e := range events {
@@ -202,7 +202,11 @@ func memberTimes(events []Event) (retryOff map[int][]span, starts, stops map[int
 			case "start":
 				starts[m] = append(starts[m], e.T0)
 			case "stop":
-				stops[m] = append(stops[m], e.T0)
+				// A stop with an error (a halt) is no clean stop: its open
+				// transaction was aborted, as at a kill.
+				if e.Err == "" {
+					stops[m] = append(stops[m], e.T0)
+				}
 			}
 			off := e.Ev == "retry" && e.On != nil && !*e.On
 			switch {
@@ -259,15 +263,19 @@ func (a *accounts) tryUnderWay(skip Event, oks []Event) bool {
 	})
 }
 
-// movedBefore reports whether the record skip skipped was next handled
-// successfully by another member, with no commit past it seen in between:
-// its partition moved (a rebalance, which aborts the open transaction)
-// before the skip was committed, and the new owner handled it again, as any
-// record not yet committed.
-func movedBefore(skip Event, oks []Event, at pos, commits []commitSample) bool {
+// movedBefore reports whether the partition of a skipped record moved to
+// another member before the skip was committed: another member handled the
+// record from its source after the skip (it read the partition from a
+// committed offset at or before the record), with no commit past the record
+// in between. The skip is then at-least-once (Consumer.Skip). The commit
+// that matters is the one before that member's first call, not before its
+// first success: the member may settle the record itself (forward it to a
+// tier, in a transaction that commits past it) before a later try succeeds
+// (kfake seed 6530046).
+func movedBefore(skip Event, calls []Event, at pos, commits []commitSample) bool {
 	var next *Event
-	for i := range oks {
-		if o := &oks[i]; o.T0 > skip.T0 && (next == nil || o.T0 < next.T0) {
+	for i := range calls {
+		if o := &calls[i]; o.T0 > skip.T0 && o.Tier == 0 && (next == nil || o.T0 < next.T0) {
 			next = o
 		}
 	}
@@ -500,7 +508,7 @@ func judge(sc *Scenario, f *facts) []Violation {
 			case n == 1 && len(ls) > 0:
 				add("output-and-letter", "record %s has an output and a letter, both read_committed; calls: %s", at, calls(a.calls[at]))
 			case n == 1 && a.skipped[at] && slices.ContainsFunc(a.skips[at], func(e Event) bool {
-				return !a.killedBefore(e.Member, e.T0, oks, at, f.commits) && !a.tryUnderWay(e, oks) && !movedBefore(e, oks, at, f.commits)
+				return !a.killedBefore(e.Member, e.T0, oks, at, f.commits) && !a.tryUnderWay(e, oks) && !movedBefore(e, a.calls[at], at, f.commits)
 			}):
 				// Consumer.Skip returned nil, yet the record was
 				// processed and its output committed: the skip was

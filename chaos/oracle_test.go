@@ -431,13 +431,19 @@ func TestOracleSkipUndoneByAKill(t *testing.T) {
 			{Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301, Att: 1}, stop(400)}, false},
 		{"moved to another member after its commit", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip,
 			{Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 300, T1: 301, Att: 1}, stop(400)}, true},
+		{"moved, settled by the other member's forward, then processed from its tier", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip,
+			{Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "transient", T0: 300, T1: 301, Att: 1},
+			{Ev: "call", Member: 1, Topic: sc.Source(), Part: 0, Offset: 5, Res: "ok", T0: 500, T1: 501, Att: 4, Tier: 1}, stop(600)}, false},
 		{"committed before the kill", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200), at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
 		{"skipped twice, the second in the new process", []Event{start(1), at(call(sc, 0, 5, "transient", 100, 101)), skip, start(200),
 			at(call(sc, 0, 5, "transient", 210, 211)), {Ev: "skip", Member: 0, Topic: sc.Source(), Part: 0, Offset: 5, T0: 220}, at(call(sc, 0, 5, "ok", 300, 301)), stop(400)}, true},
 	} {
 		f := &facts{source: []*kgo.Record{rec}, outputs: []*kgo.Record{output(0, 5)}, ends: map[int32]int64{0: 6}, committed: map[int32]int64{0: 6}, events: c.events}
-		if c.name == "committed before the kill" || c.name == "moved to another member after its commit" {
+		switch c.name {
+		case "committed before the kill", "moved to another member after its commit":
 			f.commits = []commitSample{{At: 150, Partition: 0, Committed: 6}}
+		case "moved, settled by the other member's forward, then processed from its tier":
+			f.commits = []commitSample{{At: 400, Partition: 0, Committed: 6}} // the forward's transaction
 		}
 		vs := judge(sc, f)
 		if got := byKind(vs)["skip-undone"] > 0; got != c.undone {

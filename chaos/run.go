@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -56,6 +57,7 @@ type runner struct {
 	faults  map[string]int // executed, by kind
 	notes   []string       // fault actions that could not be done
 	deletes []deletion     // topics the delete fault deleted
+	ending  bool           // stopAll began: no member starts any more
 	tail    *tail
 	proxies *netProxies // when the scenario has network faults
 }
@@ -369,6 +371,12 @@ func (r *runner) note(format string, args ...any) {
 func (r *runner) startMember(idx int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ending {
+		return
+	}
+	if m := r.members[idx]; idx >= 0 && m != nil && !isDone(m.done) {
+		return // running already: one process per member
+	}
 	if idx < 0 {
 		idx = r.next
 		r.next++
@@ -393,14 +401,73 @@ func (r *runner) startMember(idx int) {
 		err := cmd.Wait()
 		errf.Close()
 		r.mu.Lock()
-		defer r.mu.Unlock()
+		restart := false
 		if !m.killed && err != nil {
-			tailOf, _ := os.ReadFile(fmt.Sprintf("%s/m%d.stderr", r.dir, idx))
-			r.exits = append(r.exits, Violation{Kind: "child-exit", Detail: fmt.Sprintf("member %d (pid %d) exited on its own: %v; %s",
-				idx, cmd.Process.Pid, err, lastLines(string(tailOf), 5))})
+			if why, ok := r.recreatedHalt(idx, err); ok {
+				// The documented halt of the exactly-once mode when a
+				// topic its transaction wrote to was deleted and created
+				// again: restarted, as a supervisor does.
+				restart = !r.ending
+				r.faults[HaltRecreated]++
+				r.notes = append(r.notes, fmt.Sprintf("member %d halted (%s)", idx, why))
+			} else {
+				tailOf, _ := os.ReadFile(fmt.Sprintf("%s/m%d.stderr", r.dir, idx))
+				r.exits = append(r.exits, Violation{Kind: "child-exit", Detail: fmt.Sprintf("member %d (pid %d) exited on its own: %v; %s",
+					idx, cmd.Process.Pid, err, lastLines(string(tailOf), 5))})
+			}
 		}
 		close(m.done)
+		r.mu.Unlock()
+		if restart {
+			time.Sleep(time.Second)
+			r.mu.Lock()
+			// Not if a fault took the member over meanwhile (a kill that
+			// restarts it, a leave) or the run is ending.
+			restart = r.members[idx] == m && !m.killed && !r.ending
+			if restart {
+				r.notes = append(r.notes, fmt.Sprintf("member %d restarted after its halt", idx))
+			}
+			r.mu.Unlock()
+			if restart {
+				r.startMember(idx)
+			}
+		}
 	}()
+}
+
+// HaltRecreated counts the members that halted because a topic
+// their transaction wrote to was deleted and created again (the delete
+// fault in the exactly-once mode): the consumer halts then, documented in
+// docs/modes.md, and a restart goes on. It is shown with the faults.
+const HaltRecreated = "halt-recreated"
+
+// recreatedHalt reports whether member idx's process, which exited with
+// err, halted because a topic its transaction wrote to was deleted and
+// created again: its exit code says halted and its last stop event says
+// why. Called with r.mu held.
+func (r *runner) recreatedHalt(idx int, err error) (string, bool) {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !r.sc.Mode.ExactlyOnce {
+		return "", false
+	}
+	b, rerr := os.ReadFile(fmt.Sprintf("%s/m%d.jsonl", r.dir, idx))
+	if rerr != nil {
+		return "", false
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var e Event
+	for i := len(lines) - 1; i >= 0 && e.Ev != "stop"; i-- { // its last stop event
+		e = Event{}
+		json.Unmarshal([]byte(lines[i]), &e)
+	}
+	if e.Ev != "stop" {
+		return "", false
+	}
+	const why = "before the topic was deleted and recreated"
+	if !strings.Contains(e.Err, why) {
+		return "", false
+	}
+	return "a topic its transaction wrote to was deleted and created again", true
 }
 
 func lastLines(s string, n int) string {
@@ -451,6 +518,9 @@ func (r *runner) signal(m *member, sig syscall.Signal, wait time.Duration) {
 
 // stopAll stops every child with SIGTERM (a clean leave).
 func (r *runner) stopAll() {
+	r.mu.Lock()
+	r.ending = true
+	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, m := range r.alive() {
 		wg.Go(func() { r.signal(m, syscall.SIGTERM, 30*time.Second) })
@@ -682,7 +752,8 @@ type commitSample struct {
 }
 
 // sampleCommits reads the group's committed offsets of the source every
-// 250ms until ctx ends, keeping the samples where an offset moved.
+// 250ms until ctx ends, keeping the samples where an offset moved (back
+// too), and writes them to commits.txt in the run's folder.
 func (r *runner) sampleCommits(ctx context.Context) []commitSample {
 	var out []commitSample
 	last := map[int32]int64{}
@@ -694,13 +765,18 @@ func (r *runner) sampleCommits(ctx context.Context) []commitSample {
 		}
 		now := time.Now().UnixNano()
 		resp.Each(func(o kadm.OffsetResponse) {
-			if o.Err != nil || o.Topic != r.sc.Source() || o.At <= last[o.Partition] {
+			if o.Err != nil || o.Topic != r.sc.Source() || o.At == last[o.Partition] {
 				return
 			}
 			last[o.Partition] = o.At
 			out = append(out, commitSample{now, o.Partition, o.At})
 		})
 	}
+	var b strings.Builder
+	for _, c := range out {
+		fmt.Fprintf(&b, "%d p%d %d\n", c.At, c.Partition, c.Committed)
+	}
+	os.WriteFile(r.dir+"/commits.txt", []byte(b.String()), 0o644)
 	return out
 }
 

@@ -246,6 +246,13 @@ func accepted(m Mode) error {
 	return nil
 }
 
+// WithoutEOSDelete is the entry of Generate's without that leaves the
+// delete fault out of exactly-once scenarios only: the known limit of
+// docs/modes.md (a dead-letter topic or retry tier deleted under
+// exactly-once consumers), which the bounded sample in CI leaves out while
+// it is open.
+const WithoutEOSDelete = "eos-delete"
+
 // Generate builds the scenario of a seed. Fault kinds in without are not
 // drawn (a kind whose defect is known and not fixed yet, say).
 func Generate(seed uint64, backend string, without ...string) *Scenario {
@@ -276,6 +283,9 @@ func Generate(seed uint64, backend string, without ...string) *Scenario {
 	sc.MaxMessage = 256 << 10
 	sc.Members = 1 + r.IntN(3)
 
+	if sc.Mode.ExactlyOnce && slices.Contains(without, WithoutEOSDelete) {
+		without = append(slices.Clip(without), FaultDelete)
+	}
 	kinds := slices.DeleteFunc(faultKinds(backend), func(w weighted) bool { return slices.Contains(without, w.kind) })
 	n := 1 + r.IntN(5)
 	if backend == "cluster" {

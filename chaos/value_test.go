@@ -36,3 +36,25 @@ func TestPoisonKinds(t *testing.T) {
 		}
 	}
 }
+
+// -without eos-delete leaves the delete fault out of exactly-once scenarios
+// only (the known limit the bounded sample in CI leaves out).
+func TestWithoutEOSDelete(t *testing.T) {
+	var eos, other int
+	for seed := uint64(1); seed <= 400; seed++ {
+		sc := Generate(seed, "kfake", WithoutEOSDelete)
+		deletes := slices.ContainsFunc(sc.Faults, func(f Fault) bool { return f.Kind == FaultDelete })
+		if sc.Mode.ExactlyOnce && deletes {
+			t.Fatalf("seed %d: an exactly-once scenario draws delete", seed)
+		}
+		if !sc.Mode.ExactlyOnce && deletes {
+			other++
+		}
+		if sc.Mode.ExactlyOnce {
+			eos++
+		}
+	}
+	if eos == 0 || other == 0 {
+		t.Fatalf("%d exactly-once scenarios, %d others with delete: the sample does not test the rule", eos, other)
+	}
+}
