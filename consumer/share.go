@@ -126,6 +126,9 @@ type ShareGroupState struct {
 	// Acquired counts the records this member acquired, and Redelivered
 	// those of them delivered before (to this member or another):
 	// released, or held by a member that stopped or lost their lock.
+	// They count the records the client handed over: a fetch the client
+	// drops (its share session reset while the fetch was in flight) is
+	// counted by the broker only, in those records' next delivery count.
 	Acquired    uint64
 	Redelivered uint64
 	// Accepted, Released and Renewed count the acknowledgements sent:

@@ -94,7 +94,10 @@ type shareSummary struct {
 	ByKind         []shareKindRow `json:"by_kind"`
 	// ByWorker is the jobs each worker did.
 	ByWorker []int `json:"by_worker"`
-	// Deliveries counts acquisitions by delivery count, over every worker.
+	// Deliveries counts acquisitions by delivery count, over every worker:
+	// those the workers saw. A fetch the client drops (its share session
+	// reset while it was in flight) leaves no trace but the next delivery's
+	// count.
 	Deliveries    map[int32]uint64 `json:"deliveries"`
 	Released      uint64           `json:"released"`
 	Redelivered   uint64           `json:"redelivered"`
@@ -296,7 +299,8 @@ watch:
 		return nil, err
 	}
 	sum := r.summarize(workers, dead, elapsed)
-	if !left {
+	// A leave the ticks did not see (the jobs settled first) counts too.
+	if !left && held[leaver].leftWith() < 0 {
 		sum.WorkerLeft = -1
 	}
 	return sum, nil
