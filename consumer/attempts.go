@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/deadletter"
+	"github.com/antidote-kafka/antidote/failure"
 )
 
 // DurableAttempts keeps the attempt count of a record that is retried in
@@ -41,10 +43,12 @@ import (
 // error, wrapped, when a handler gives up because its context ended. With a
 // [BatchHandler], the records a batch fails one by one ([BatchError]) keep
 // their counts so; a batch failed as a whole starts again at 1. A record that
-// used its tries keeps its entry until its dead letter (or its forward to a
-// retry tier) is written: should its partition move before that, the next
-// owner goes on from the count, and makes the last try again (its failure
-// was not saved).
+// used its tries and has an entry keeps it until its dead letter (or its
+// forward to a retry tier) is written, with the failure the letter tells:
+// should its partition move before that, the next owner writes the same
+// letter (stage, class, reason, error type and message, attempts) without
+// trying the record again. An entry with that failure is read only by this
+// version and later ones; an earlier version ignores it and counts from 1.
 //
 // Not kept in the exactly-once mode: the state is written outside the
 // transactions.
@@ -67,20 +71,65 @@ type attemptEntry struct {
 	offset   int64
 	attempts int
 	first    time.Time
+	// used is set when the record used its tries: the failure of its last
+	// try, which the letter being written tells. The next owner writes
+	// that letter again rather than try the record once more.
+	used *usedTries
 }
 
+// usedTries is the failure that settles a record by a letter: a dead
+// letter, or a forward to a retry tier.
+type usedTries struct {
+	stage   deadletter.Stage
+	class   failure.Class
+	reason  deadletter.Reason
+	forward bool   // to the next retry tier; a dead letter otherwise
+	errType string // the letter's antidote.error.type
+	msg     string // the letter's antidote.error.message
+}
+
+// err is the failure as the letter tells it, marked with its class.
+func (u *usedTries) err() error {
+	err := error(&savedFailure{typ: u.errType, msg: u.msg})
+	switch u.class {
+	case failure.ClassTransient:
+		err = failure.Transient(err)
+	case failure.ClassPermanent:
+		err = failure.Permanent(err)
+	}
+	return err
+}
+
+// savedFailure is a failure read back from the attempts topic: its
+// message, and the type of the error it was.
+type savedFailure struct{ typ, msg string }
+
+func (e *savedFailure) Error() string { return e.msg }
+
 func (e attemptEntry) encode() []byte {
-	return []byte("offset=" + strconv.FormatInt(e.offset, 10) + " attempts=" + strconv.Itoa(e.attempts) +
+	b := []byte("offset=" + strconv.FormatInt(e.offset, 10) + " attempts=" + strconv.Itoa(e.attempts) +
 		" first=" + e.first.UTC().Format(deadletter.TimeLayout))
+	if u := e.used; u != nil {
+		then := "dead-letter"
+		if u.forward {
+			then = "retry-topic"
+		}
+		for _, kv := range [...][2]string{{"stage", string(u.stage)}, {"class", u.class.String()}, {"reason", string(u.reason)},
+			{"then", then}, {"type", u.errType}, {"err", u.msg}} {
+			b = append(b, " "+kv[0]+"="+url.QueryEscape(kv[1])...)
+		}
+	}
+	return b
 }
 
 func decodeAttempt(b []byte) (attemptEntry, error) {
 	var e attemptEntry
 	var err error
 	fields := strings.Fields(string(b))
-	if len(fields) != 3 {
-		return e, fmt.Errorf("%d fields, want 3", len(fields))
+	if len(fields) != 3 && len(fields) != 9 {
+		return e, fmt.Errorf("%d fields, want 3 or 9", len(fields))
 	}
+	var u usedTries
 	for _, f := range fields {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
@@ -90,6 +139,30 @@ func decodeAttempt(b []byte) (attemptEntry, error) {
 			e.attempts, err = strconv.Atoi(v)
 		case "first":
 			e.first, err = time.Parse(deadletter.TimeLayout, v)
+		case "stage", "class", "reason", "then", "type", "err":
+			if len(fields) == 3 {
+				return e, fmt.Errorf("field %q without the others of a used entry", k)
+			}
+			if v, err = url.QueryUnescape(v); err != nil {
+				return e, fmt.Errorf("field %q: %w", k, err)
+			}
+			switch k {
+			case "stage":
+				u.stage = deadletter.Stage(v)
+			case "class":
+				err = u.class.UnmarshalText([]byte(v))
+			case "reason":
+				u.reason = deadletter.Reason(v)
+			case "then":
+				if v != "dead-letter" && v != "retry-topic" {
+					err = fmt.Errorf("then %q, want dead-letter or retry-topic", v)
+				}
+				u.forward = v == "retry-topic"
+			case "type":
+				u.errType = v
+			case "err":
+				u.msg = v
+			}
 		default:
 			err = fmt.Errorf("unknown field %q", k)
 		}
@@ -99,6 +172,12 @@ func decodeAttempt(b []byte) (attemptEntry, error) {
 	}
 	if e.offset < 0 || e.attempts < 1 {
 		return e, errors.New("offset or attempts out of range")
+	}
+	if len(fields) == 9 {
+		if u.stage == "" || u.reason == "" {
+			return e, errors.New("a used entry without its stage or reason")
+		}
+		e.used = &u
 	}
 	return e, nil
 }
@@ -164,6 +243,18 @@ func (a *attempts) save(rec *kgo.Record, attempts int, first time.Time) {
 	}
 	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition, rec.Offset),
 		Value: attemptEntry{offset: rec.Offset, attempts: attempts, first: first}.encode()})
+}
+
+// saveUsed records that rec used its tries and that l, being written,
+// settles it.
+func (a *attempts) saveUsed(rec *kgo.Record, l *letter) {
+	if a.topic == "" {
+		return
+	}
+	e := attemptEntry{offset: rec.Offset, attempts: l.attempts, first: l.f.First, used: &usedTries{
+		stage: l.f.Stage, class: l.class, reason: l.f.Reason, forward: l.kind == kindForward,
+		errType: l.f.ErrorType, msg: deadletter.Truncate(l.f.Message, deadletter.MaxMessageBytes)}}
+	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition, rec.Offset), Value: e.encode()})
 }
 
 // clear deletes the entry of rec: it is settled.

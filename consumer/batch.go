@@ -203,6 +203,21 @@ func (p *partition[K, V]) batches(src batchSource) {
 			if t := p.c.cfg.Tracer; t != nil {
 				tr = &traced{span: t.Start(p.ctx, TraceRecord{Record: rec, Fetched: rec, Group: p.c.cfg.Group})}
 			}
+			if e, ok := p.retries[rec.Offset]; ok && e.used != nil {
+				// It had used its tries: its letter is written again, in
+				// offset order, the batch before it first.
+				if !handle() {
+					tr.endSpan()
+					return
+				}
+				o := &origin{rec: rec, trace: tr}
+				ok := p.letterAgain(rec, o, e)
+				endSpan(o)
+				if !ok {
+					return
+				}
+				continue
+			}
 			r, stage, err := p.decode(p.ctx, rec, 1, time.Time{}, 0)
 			if err != nil {
 				// Settled in offset order: the batch before it first.

@@ -330,10 +330,13 @@ type letter struct {
 // clearsAttempts makes l clear the durable attempts entry of rec, the
 // fetched record it settles, once l is settled (acknowledged or skipped),
 // when rec has one (o.saved): not before, since a letter that is never
-// written leaves rec to the next owner, who goes on counting.
-func (l *letter) clearsAttempts(rec *kgo.Record, o *origin) {
+// written leaves rec to the next owner. Until then the entry holds the
+// failure l tells, so that the next owner writes l again rather than try
+// rec once more.
+func (l *letter) clearsAttempts(a *attempts, rec *kgo.Record, o *origin) {
 	if o.saved {
 		l.clears, o.lettered = rec, true
+		a.saveUsed(rec, l)
 	}
 }
 

@@ -674,12 +674,20 @@ type origin struct {
 // attempts.
 func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first time.Time) bool {
 	c := p.c
+	var used *attemptEntry
 	if r, ok := p.retries[rec.Offset]; ok && r.attempts >= attempt { // a record retrying before the restart
-		attempt, first, o.saved = r.attempts+1, r.first, true
-		p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
+		if r.used != nil {
+			used = &r
+		} else {
+			attempt, first, o.saved = r.attempts+1, r.first, true
+			p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
+		}
 	}
 	if p.startSpan(rec, o) {
 		defer endSpan(o)
+	}
+	if used != nil {
+		return p.letterAgain(rec, o, *used)
 	}
 	stage, err := p.try(p.ctx, o, attempt, first)
 	if err == nil {
@@ -693,6 +701,28 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 		return p.settledOut(rec, o.out)
 	}
 	return p.settleFailure(rec, o, stage, err, attempt, first)
+}
+
+// letterAgain settles rec by the letter that was being written when its
+// partition moved: rec had used its tries (e.used; see DurableAttempts), so
+// it is not tried again.
+func (p *partition[K, V]) letterAgain(rec *kgo.Record, o *origin, e attemptEntry) bool {
+	o.saved = true
+	if !p.beforeWait() {
+		return false
+	}
+	u := e.used
+	then := ActionDeadLetter
+	if u.forward {
+		then = ActionRetryTopic
+	}
+	p.log.info("record had used its tries when its partition moved: its letter is written again", rec,
+		"stage", u.stage, "class", u.class, "attempts", e.attempts, "first_failure", e.first.UTC().Format(deadletter.TimeLayout))
+	ok := p.act(rec, o, u.stage, u.class, u.err(), e.attempts, e.first, u.reason, then)
+	if ok && !o.lettered {
+		p.c.attempts.clear(rec) // settled without a letter (a skip): the entry goes
+	}
+	return ok
 }
 
 // processed counts a record the handler completed.

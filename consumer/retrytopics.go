@@ -1054,7 +1054,7 @@ func (p *partition[K, V]) forward(rec *kgo.Record, o *origin, stage deadletter.S
 	due := f.Last.Add(c.tiers.cfg.Tiers[tier])
 	l := p.tierLetter(o, f, err, tier, retryHeaders(tier+1, o.forwards+1, due, false), kindForward)
 	l.class, l.attempts = class, attempts
-	l.clearsAttempts(rec, o)
+	l.clearsAttempts(&c.attempts, rec, o)
 	if p.fam != nil && o.rec.Key != nil {
 		o.keyed = true
 		p.track(l, o, tier)

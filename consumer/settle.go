@@ -241,7 +241,7 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 	o.trace.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
 	l := c.dlq.newLetter(o.rec, newFailure(c.cfg.Group, o.rec, stage, class, reason, err, attempts, first), err, o.trace)
 	l.class, l.attempts = class, attempts
-	l.clearsAttempts(rec, o)
+	l.clearsAttempts(&c.attempts, rec, o)
 	return p.settleLetter(rec, l)
 }
 
@@ -256,7 +256,7 @@ func (p *partition[K, V]) letterByOperator(rec *kgo.Record, o *origin, stage dea
 	o.trace.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
 	l := c.dlq.newLetter(o.rec, f, err, o.trace)
 	l.class, l.attempts = class, attempts
-	l.clearsAttempts(rec, o)
+	l.clearsAttempts(&c.attempts, rec, o)
 	p.log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "err", err)
 	return p.settleLetter(rec, l)
 }
@@ -272,6 +272,9 @@ func newFailure(group string, rec *kgo.Record, stage deadletter.Stage, class fai
 	}
 	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
 		f.ErrorStage = s
+	}
+	if sf, ok := errors.AsType[*savedFailure](err); ok && sf.typ != "" {
+		f.ErrorType = sf.typ // the failure of a try before the partition moved
 	}
 	return f
 }
