@@ -46,9 +46,12 @@ import (
 // used its tries and has an entry keeps it until its dead letter (or its
 // forward to a retry tier) is written, with the failure the letter tells:
 // should its partition move before that, the next owner writes the same
-// letter (stage, class, reason, error type and message, attempts) without
-// trying the record again. An entry with that failure is read only by this
-// version and later ones; an earlier version ignores it and counts from 1.
+// letter (stage, class, reason, error, attempts and first failure; a forward
+// becomes a dead letter if the next owner has no retry tiers) without trying
+// the record again. The entry names the record's timestamp too, so that a
+// record of a topic created again at the same offset is tried as usual. An
+// earlier version cannot read such an entry: it goes on from the count saved
+// before it, if that is still in the topic, and makes the last try again.
 //
 // Not kept in the exactly-once mode: the state is written outside the
 // transactions.
@@ -80,17 +83,22 @@ type attemptEntry struct {
 // usedTries is the failure that settles a record by a letter: a dead
 // letter, or a forward to a retry tier.
 type usedTries struct {
-	stage   deadletter.Stage
-	class   failure.Class
-	reason  deadletter.Reason
-	forward bool   // to the next retry tier; a dead letter otherwise
-	errType string // the letter's antidote.error.type
-	msg     string // the letter's antidote.error.message
+	ts       int64 // the record's timestamp (Unix ms): the entry is its, not a recreated topic's record at its offset
+	stage    deadletter.Stage
+	class    failure.Class
+	reason   deadletter.Reason
+	forward  bool   // to the next retry tier; a dead letter otherwise
+	errType  string // the letter's antidote.error.type
+	errStage string // the letter's antidote.error.stage
+	msg      string // the letter's antidote.error.message
 }
+
+// of tells whether the entry is rec's.
+func (u *usedTries) of(rec *kgo.Record) bool { return rec.Timestamp.UnixMilli() == u.ts }
 
 // err is the failure as the letter tells it, marked with its class.
 func (u *usedTries) err() error {
-	err := error(&savedFailure{typ: u.errType, msg: u.msg})
+	err := error(&savedFailure{typ: u.errType, stage: u.errStage, msg: u.msg})
 	switch u.class {
 	case failure.ClassTransient:
 		err = failure.Transient(err)
@@ -101,8 +109,8 @@ func (u *usedTries) err() error {
 }
 
 // savedFailure is a failure read back from the attempts topic: its
-// message, and the type of the error it was.
-type savedFailure struct{ typ, msg string }
+// message, and the type and serde stage of the error it was.
+type savedFailure struct{ typ, stage, msg string }
 
 func (e *savedFailure) Error() string { return e.msg }
 
@@ -114,24 +122,27 @@ func (e attemptEntry) encode() []byte {
 		if u.forward {
 			then = "retry-topic"
 		}
-		for _, kv := range [...][2]string{{"stage", string(u.stage)}, {"class", u.class.String()}, {"reason", string(u.reason)},
-			{"then", then}, {"type", u.errType}, {"err", u.msg}} {
+		for _, kv := range [...][2]string{{"ts", strconv.FormatInt(u.ts, 10)}, {"stage", string(u.stage)}, {"class", u.class.String()},
+			{"reason", string(u.reason)}, {"then", then}, {"type", u.errType}, {"estage", u.errStage}, {"err", u.msg}} {
 			b = append(b, " "+kv[0]+"="+url.QueryEscape(kv[1])...)
 		}
 	}
 	return b
 }
 
+// decodeAttempt reads an entry: offset, attempts and first, and, for a
+// record that used its tries, every field of usedTries.
 func decodeAttempt(b []byte) (attemptEntry, error) {
 	var e attemptEntry
-	var err error
-	fields := strings.Fields(string(b))
-	if len(fields) != 3 && len(fields) != 9 {
-		return e, fmt.Errorf("%d fields, want 3 or 9", len(fields))
-	}
 	var u usedTries
-	for _, f := range fields {
+	seen := map[string]bool{}
+	for _, f := range strings.Fields(string(b)) {
 		k, v, _ := strings.Cut(f, "=")
+		if seen[k] {
+			return e, fmt.Errorf("field %q twice", k)
+		}
+		seen[k] = true
+		var err error
 		switch k {
 		case "offset":
 			e.offset, err = strconv.ParseInt(v, 10, 64)
@@ -139,14 +150,16 @@ func decodeAttempt(b []byte) (attemptEntry, error) {
 			e.attempts, err = strconv.Atoi(v)
 		case "first":
 			e.first, err = time.Parse(deadletter.TimeLayout, v)
-		case "stage", "class", "reason", "then", "type", "err":
-			if len(fields) == 3 {
-				return e, fmt.Errorf("field %q without the others of a used entry", k)
+			if y := e.first.UTC().Year(); err == nil && (y < 0 || y > 9999) {
+				err = errors.New("year out of range")
 			}
+		case "ts", "stage", "class", "reason", "then", "type", "estage", "err":
 			if v, err = url.QueryUnescape(v); err != nil {
-				return e, fmt.Errorf("field %q: %w", k, err)
+				break
 			}
 			switch k {
+			case "ts":
+				u.ts, err = strconv.ParseInt(v, 10, 64)
 			case "stage":
 				u.stage = deadletter.Stage(v)
 			case "class":
@@ -155,25 +168,35 @@ func decodeAttempt(b []byte) (attemptEntry, error) {
 				u.reason = deadletter.Reason(v)
 			case "then":
 				if v != "dead-letter" && v != "retry-topic" {
-					err = fmt.Errorf("then %q, want dead-letter or retry-topic", v)
+					err = fmt.Errorf("%q, want dead-letter or retry-topic", v)
 				}
 				u.forward = v == "retry-topic"
 			case "type":
 				u.errType = v
+			case "estage":
+				u.errStage = v
 			case "err":
 				u.msg = v
 			}
 		default:
-			err = fmt.Errorf("unknown field %q", k)
+			err = errors.New("unknown field")
 		}
 		if err != nil {
-			return e, err
+			return e, fmt.Errorf("field %q: %w", k, err)
 		}
+	}
+	if !seen["offset"] || !seen["attempts"] || !seen["first"] {
+		return e, errors.New("offset, attempts or first missing")
 	}
 	if e.offset < 0 || e.attempts < 1 {
 		return e, errors.New("offset or attempts out of range")
 	}
-	if len(fields) == 9 {
+	if len(seen) > 3 {
+		for _, k := range [...]string{"ts", "stage", "class", "reason", "then", "type", "estage", "err"} {
+			if !seen[k] {
+				return e, fmt.Errorf("a used entry without %q", k)
+			}
+		}
 		if u.stage == "" || u.reason == "" {
 			return e, errors.New("a used entry without its stage or reason")
 		}
@@ -252,8 +275,8 @@ func (a *attempts) saveUsed(rec *kgo.Record, l *letter) {
 		return
 	}
 	e := attemptEntry{offset: rec.Offset, attempts: l.attempts, first: l.f.First, used: &usedTries{
-		stage: l.f.Stage, class: l.class, reason: l.f.Reason, forward: l.kind == kindForward,
-		errType: l.f.ErrorType, msg: deadletter.Truncate(l.f.Message, deadletter.MaxMessageBytes)}}
+		ts: rec.Timestamp.UnixMilli(), stage: l.f.Stage, class: l.class, reason: l.f.Reason, forward: l.kind == kindForward,
+		errType: l.f.ErrorType, errStage: l.f.ErrorStage, msg: deadletter.Truncate(l.f.Message, deadletter.MaxMessageBytes)}}
 	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition, rec.Offset), Value: e.encode()})
 }
 

@@ -297,40 +297,9 @@ func TestDurableAttemptsLetterNotWritten(t *testing.T) {
 	if c.Fake() == nil {
 		t.Skip("needs kfake fault injection")
 	}
-	// While refusing, every write to the dead-letter topic fails (a
-	// request names it by name or, from Produce v13, by id).
 	var refusing atomic.Bool
 	var dlq atomic.Pointer[[16]byte]
-	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.Fake().KeepControl()
-		pr := req.(*kmsg.ProduceRequest)
-		id := dlq.Load()
-		if !refusing.Load() || id == nil || !slices.ContainsFunc(pr.Topics, func(t kmsg.ProduceRequestTopic) bool {
-			return t.TopicID == *id || strings.HasSuffix(t.Topic, ".dlq")
-		}) {
-			return nil, nil, false
-		}
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			// The dead letter fails; a write of another topic in the
-			// same request (the attempts topic) is retried by the client.
-			code := kerr.NotLeaderForPartition.Code
-			if rt.TopicID == *id || strings.HasSuffix(rt.Topic, ".dlq") {
-				code = kerr.InvalidRecord.Code
-			}
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	refuseWrites(c, &refusing, &dlq)
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch-%v", batch), func(t *testing.T) {
 			topic := oneTopic(t, c, "durable-unwritten", "always fails")
@@ -376,6 +345,98 @@ func TestDurableAttemptsLetterNotWritten(t *testing.T) {
 				t.Fatalf("dead letter %+v; want the first member's: 4 attempts, the handler's error", f)
 			}
 		})
+	}
+}
+
+// refuseWrites makes every write to the topic whose id is *to fail while
+// *refusing is set (a request names it by id from Produce v13, by name
+// before); a write of another topic in the same request is retried by the
+// client.
+func refuseWrites(c *kafkatest.Cluster, refusing *atomic.Bool, to *atomic.Pointer[[16]byte]) {
+	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		id := to.Load()
+		refused := func(t kmsg.ProduceRequestTopic) bool {
+			return t.TopicID == *id || strings.HasSuffix(t.Topic, ".dlq") || strings.Contains(t.Topic, ".retry.")
+		}
+		if !refusing.Load() || id == nil || !slices.ContainsFunc(pr.Topics, refused) {
+			return nil, nil, false
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			code := kerr.NotLeaderForPartition.Code
+			if refused(rt) {
+				code = kerr.InvalidRecord.Code
+			}
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+// TestDurableAttemptsForwardNotWritten: a record that used its tries in
+// place and whose forward to a retry tier was not written when its member
+// stopped is dead-lettered, without another try, by a next member that has
+// no retry tiers (a deploy that turned them off): its durable entry says
+// "forward", and there is nothing to forward to.
+func TestDurableAttemptsForwardNotWritten(t *testing.T) {
+	c := kafkatest.New(t)
+	if c.Fake() == nil {
+		t.Skip("needs kfake fault injection")
+	}
+	var refusing atomic.Bool
+	var tier atomic.Pointer[[16]byte]
+	refuseWrites(c, &refusing, &tier)
+	topic := oneTopic(t, c, "durable-forward", "always fails")
+	group := kafkatest.UniqueName("durable-forward")
+	tiers := consumer.RetryTopics{Tiers: []time.Duration{50 * time.Millisecond}}
+	created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, tiers.TierTopic(topic, group, tiers.Tiers[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := [16]byte(created.ID)
+	tier.Store(&id)
+	var mu sync.Mutex
+	var seen []int
+	handler := failsAlways(&mu, &seen)
+	refusing.Store(true)
+	first := testConsumer(t, c, topic, group, serde.String(), handler, func(cfg *consumer.Config[string, string]) {
+		cfg.Key = nil
+		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4), Then: consumer.ActionRetryTopic}
+		cfg.RetryTopics = tiers
+		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
+	})
+	stop := runConsumer(t, first)
+	kafkatest.WaitFor(t, 30*time.Second, "a failed forward", func() bool { return first.Stats().DeadLetterWriteErrors >= 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	refusing.Store(false)
+	untilDeadLettered(t, c, topic, group, handler, func(cfg *consumer.Config[string, string]) {
+		cfg.Key = nil
+		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{1, 2, 3, 4}; !slices.Equal(seen, want) {
+		t.Fatalf("attempts seen by the handler %v; want %v", seen, want)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 1 {
+		t.Fatalf("dead letters %d; want one", len(dl))
+	}
+	if f := parse(t, dl[0]); f.Attempts != 4 || f.Message != "dependency down" || f.Reason != deadletter.ReasonExhausted {
+		t.Fatalf("dead letter %+v; want the first member's failure, 4 attempts, retries exhausted", f)
 	}
 }
 

@@ -203,7 +203,7 @@ func (p *partition[K, V]) batches(src batchSource) {
 			if t := p.c.cfg.Tracer; t != nil {
 				tr = &traced{span: t.Start(p.ctx, TraceRecord{Record: rec, Fetched: rec, Group: p.c.cfg.Group})}
 			}
-			if e, ok := p.retries[rec.Offset]; ok && e.used != nil {
+			if e, ok := p.retries[rec.Offset]; ok && e.used != nil && e.used.of(rec) {
 				// It had used its tries: its letter is written again, in
 				// offset order, the batch before it first.
 				if !handle() {

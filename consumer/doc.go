@@ -182,9 +182,12 @@
 // closes (at once, for a killed process) or their lock runs out; they are
 // then delivered again with their delivery count raised, and a record that
 // was on its last delivery is archived by the broker instead: it reaches
-// Kafka's own dead-letter topic, if the group has one, not ours. This is
-// the one way a share group loses a record here, and the reason to set up
-// the broker's dead-letter topic (see below). Processing is at least once: a record whose ACCEPT
+// Kafka's own dead-letter topic, if the group has one, not ours. So is a
+// record on its last delivery in a fetch the client drops (franz-go drops
+// the records of a fetch in flight when its share session is reset: the
+// member was fenced, an acknowledgement request failed). These are the
+// ways a share group loses a record here, and the reason to set up the
+// broker's dead-letter topic (see below). Processing is at least once: a record whose ACCEPT
 // did not reach the broker (the member died, the connection dropped) is
 // delivered again, and handled, or dead-lettered, a second time.
 //

@@ -676,9 +676,14 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 	c := p.c
 	var used *attemptEntry
 	if r, ok := p.retries[rec.Offset]; ok && r.attempts >= attempt { // a record retrying before the restart
-		if r.used != nil {
+		switch {
+		case r.used != nil && r.used.of(rec):
 			used = &r
-		} else {
+		case r.used != nil:
+			// Another record's, at this offset of a topic created
+			// again: it goes once rec is settled.
+			o.saved = true
+		default:
 			attempt, first, o.saved = r.attempts+1, r.first, true
 			p.log.info("record resumes its retries", rec, "attempts_so_far", r.attempts, "first_failure", r.first.UTC().Format(deadletter.TimeLayout))
 		}
@@ -712,13 +717,23 @@ func (p *partition[K, V]) letterAgain(rec *kgo.Record, o *origin, e attemptEntry
 		return false
 	}
 	u := e.used
-	then := ActionDeadLetter
-	if u.forward {
-		then = ActionRetryTopic
-	}
 	p.log.info("record had used its tries when its partition moved: its letter is written again", rec,
 		"stage", u.stage, "class", u.class, "attempts", e.attempts, "first_failure", e.first.UTC().Format(deadletter.TimeLayout))
-	ok := p.act(rec, o, u.stage, u.class, u.err(), e.attempts, e.first, u.reason, then)
+	err := u.err()
+	if u.reason == deadletter.ReasonOperator {
+		f := newFailure(p.c.cfg.Group, o.rec, u.stage, u.class, u.reason, err, e.attempts, e.first)
+		return p.operatorLetter(rec, o, f, u.class, err) // its message names the operator already
+	}
+	then, reason := ActionDeadLetter, u.reason
+	switch {
+	case u.forward && p.c.tiers != nil:
+		then = ActionRetryTopic
+	case u.forward:
+		// No retry tiers here (any more): what the policy does once
+		// retrying is over.
+		then, reason = p.c.policy.outcome(u.stage, u.class).Then, deadletter.ReasonExhausted
+	}
+	ok := p.act(rec, o, u.stage, u.class, err, e.attempts, e.first, reason, then)
 	if ok && !o.lettered {
 		p.c.attempts.clear(rec) // settled without a letter (a skip): the entry goes
 	}

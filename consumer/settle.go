@@ -248,16 +248,22 @@ func (p *partition[K, V]) act(rec *kgo.Record, o *origin, stage deadletter.Stage
 // letterByOperator dead-letters rec because an operator asked (who), with
 // the failure that held it: reason ReasonOperator, the message naming who.
 func (p *partition[K, V]) letterByOperator(rec *kgo.Record, o *origin, stage deadletter.Stage, class failure.Class, err error, attempts int, first time.Time, who string) bool {
+	f := newFailure(p.c.cfg.Group, o.rec, stage, class, deadletter.ReasonOperator, err, attempts, first)
+	f.Message = deadletter.Truncate("dead-lettered by an operator ("+who+"): "+f.Message, deadletter.MaxMessageBytes)
+	p.log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "err", err)
+	return p.operatorLetter(rec, o, f, class, err)
+}
+
+// operatorLetter writes f, an operator's dead letter of rec: past the
+// flood guard, which holds back the policy's letters, not an operator's.
+func (p *partition[K, V]) operatorLetter(rec *kgo.Record, o *origin, f *deadletter.Failure, class failure.Class, err error) bool {
 	c := p.c
 	p.floodAdd(true)
 	p.untrack(o)
-	f := newFailure(c.cfg.Group, o.rec, stage, class, deadletter.ReasonOperator, err, attempts, first)
-	f.Message = deadletter.Truncate("dead-lettered by an operator ("+who+"): "+f.Message, deadletter.MaxMessageBytes)
-	o.trace.settledAs(OutcomeDeadLettered, stage, class, err, attempts)
+	o.trace.settledAs(OutcomeDeadLettered, f.Stage, class, err, f.Attempts)
 	l := c.dlq.newLetter(o.rec, f, err, o.trace)
-	l.class, l.attempts = class, attempts
+	l.class, l.attempts = class, f.Attempts
 	l.clearsAttempts(&c.attempts, rec, o)
-	p.log.warn("record sent to the dead-letter topic by an operator", rec, "stage", stage, "who", who, "attempts", attempts, "err", err)
 	return p.settleLetter(rec, l)
 }
 
@@ -273,8 +279,10 @@ func newFailure(group string, rec *kgo.Record, stage deadletter.Stage, class fai
 	if s, ok := serde.StageOf(err); ok && stage != deadletter.StageProcess {
 		f.ErrorStage = s
 	}
-	if sf, ok := errors.AsType[*savedFailure](err); ok && sf.typ != "" {
-		f.ErrorType = sf.typ // the failure of a try before the partition moved
+	if sf, ok := errors.AsType[*savedFailure](err); ok {
+		// The failure of a try before the partition moved, as its letter
+		// told it.
+		f.ErrorType, f.ErrorStage = sf.typ, sf.stage
 	}
 	return f
 }

@@ -293,14 +293,19 @@ watch:
 	stop()
 	wg.Wait()
 	elapsed := time.Since(start)
+	if n := held[leaver].leftWith(); !left && n >= 0 {
+		// A leave the ticks did not see: the jobs settled first.
+		left = true
+		r.live.Event(fmt.Sprintf("  %5.1fs  worker %d left holding %d job(s): they went back to the group, delivered again to the others",
+			elapsed.Seconds(), leaver, n))
+	}
 	r.live.Event(fmt.Sprintf("  done in %.1fs; reading the dead-letter topic back to account for every job", elapsed.Seconds()))
 	dead, err := r.readLetters(ctx)
 	if err != nil {
 		return nil, err
 	}
 	sum := r.summarize(workers, dead, elapsed)
-	// A leave the ticks did not see (the jobs settled first) counts too.
-	if !left && held[leaver].leftWith() < 0 {
+	if !left {
 		sum.WorkerLeft = -1
 	}
 	return sum, nil
