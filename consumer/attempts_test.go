@@ -310,39 +310,18 @@ func TestDurableAttemptsLetterNotWritten(t *testing.T) {
 			id := [16]byte(created.ID)
 			dlq.Store(&id)
 			group := kafkatest.UniqueName("durable-unwritten")
-			var mu sync.Mutex
-			var seen []int
-			handler := failsAlways(&mu, &seen)
 			mod := func(cfg *consumer.Config[string, string]) {
 				cfg.Key = nil
 				cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
 				cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
 				if batch {
-					cfg.Handler, cfg.BatchHandler = nil, asBatch(handler)
+					cfg.Handler, cfg.BatchHandler = nil, asBatch(cfg.Handler)
 				}
 			}
-			refusing.Store(true)
-			first := testConsumer(t, c, topic, group, serde.String(), handler, mod)
-			stop := runConsumer(t, first)
-			kafkatest.WaitFor(t, 30*time.Second, "a failed dead-letter write", func() bool { return first.Stats().DeadLetterWriteErrors >= 1 })
-			if err := stop(); err != nil {
-				t.Fatal(err)
-			}
-			refusing.Store(false)
-			untilDeadLettered(t, c, topic, group, handler, mod)
-			mu.Lock()
-			defer mu.Unlock()
 			// The second member writes the first one's letter: no try.
-			if want := []int{1, 2, 3, 4}; !slices.Equal(seen, want) {
-				t.Fatalf("attempts seen by the handler %v; want %v", seen, want)
-			}
-			dl := readAll(t, c, topic+".dlq")
-			if len(dl) != 1 {
-				t.Fatalf("dead letters %d; want one", len(dl))
-			}
-			if f := parse(t, dl[0]); f.Attempts != 4 || f.Message != "dependency down" || f.ErrorType != "*errors.errorString" ||
-				f.Reason != deadletter.ReasonExhausted || f.Class != "transient" || f.Stage != deadletter.StageProcess {
-				t.Fatalf("dead letter %+v; want the first member's: 4 attempts, the handler's error", f)
+			f := letterHandedOver(t, c, topic, group, &refusing, mod, mod)
+			if f.ErrorType != "*errors.errorString" || f.Reason != deadletter.ReasonExhausted || f.Class != "transient" || f.Stage != deadletter.StageProcess {
+				t.Fatalf("dead letter %+v; want the handler's failure", f)
 			}
 		})
 	}
@@ -384,6 +363,42 @@ func refuseWrites(c *kafkatest.Cluster, refusing *atomic.Bool, to *atomic.Pointe
 	})
 }
 
+// letterHandedOver runs a member of group (configured by mod1, with a
+// handler that always fails) until a letter write of topic's one record has
+// failed (refusing), stops it, lets writes through, and runs a second member
+// (mod2) until the record is dead-lettered. It checks that the handler saw
+// tries 1 to 4 only, the second member making none, and that the one dead
+// letter tells the first member's failure, and returns that letter.
+func letterHandedOver(t *testing.T, c *kafkatest.Cluster, topic, group string, refusing *atomic.Bool, mod1, mod2 func(*consumer.Config[string, string])) *deadletter.Failure {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []int
+	handler := failsAlways(&mu, &seen)
+	refusing.Store(true)
+	first := testConsumer(t, c, topic, group, serde.String(), handler, mod1)
+	stop := runConsumer(t, first)
+	kafkatest.WaitFor(t, 30*time.Second, "a failed letter write", func() bool { return first.Stats().DeadLetterWriteErrors >= 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	refusing.Store(false)
+	untilDeadLettered(t, c, topic, group, handler, mod2)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{1, 2, 3, 4}; !slices.Equal(seen, want) {
+		t.Fatalf("attempts seen by the handler %v; want %v", seen, want)
+	}
+	dl := readAll(t, c, topic+".dlq")
+	if len(dl) != 1 {
+		t.Fatalf("dead letters %d; want one", len(dl))
+	}
+	f := parse(t, dl[0])
+	if f.Attempts != 4 || f.Message != "dependency down" {
+		t.Fatalf("dead letter %+v; want the first member's failure after 4 attempts", f)
+	}
+	return f
+}
+
 // TestDurableAttemptsForwardNotWritten: a record that used its tries in
 // place and whose forward to a retry tier was not written when its member
 // stopped is dead-lettered, without another try, by a next member that has
@@ -406,37 +421,17 @@ func TestDurableAttemptsForwardNotWritten(t *testing.T) {
 	}
 	id := [16]byte(created.ID)
 	tier.Store(&id)
-	var mu sync.Mutex
-	var seen []int
-	handler := failsAlways(&mu, &seen)
-	refusing.Store(true)
-	first := testConsumer(t, c, topic, group, serde.String(), handler, func(cfg *consumer.Config[string, string]) {
+	f := letterHandedOver(t, c, topic, group, &refusing, func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
 		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4), Then: consumer.ActionRetryTopic}
 		cfg.RetryTopics = tiers
 		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
-	})
-	stop := runConsumer(t, first)
-	kafkatest.WaitFor(t, 30*time.Second, "a failed forward", func() bool { return first.Stats().DeadLetterWriteErrors >= 1 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	refusing.Store(false)
-	untilDeadLettered(t, c, topic, group, handler, func(cfg *consumer.Config[string, string]) {
+	}, func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
 		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []int{1, 2, 3, 4}; !slices.Equal(seen, want) {
-		t.Fatalf("attempts seen by the handler %v; want %v", seen, want)
-	}
-	dl := readAll(t, c, topic+".dlq")
-	if len(dl) != 1 {
-		t.Fatalf("dead letters %d; want one", len(dl))
-	}
-	if f := parse(t, dl[0]); f.Attempts != 4 || f.Message != "dependency down" || f.Reason != deadletter.ReasonExhausted {
-		t.Fatalf("dead letter %+v; want the first member's failure, 4 attempts, retries exhausted", f)
+	if f.Reason != deadletter.ReasonExhausted {
+		t.Fatalf("dead letter %+v; want reason retries exhausted", f)
 	}
 }
 
