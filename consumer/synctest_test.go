@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -436,6 +437,84 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 		}
 		checkOutputsOrLetters(t, c, in, out, n, 0)
 		t.Logf("%d handler calls for %d records; %d transactions committed, %d aborted", handled.Load(), n, st.TransactionsCommitted, st.TransactionsAborted)
+	})
+}
+
+// Defect (found by the fault runs, cluster seed 595119552): an exactly-once
+// consumer halted ("producer ID has a fatal, unrecoverable error") when a
+// broker behind a proxy was down: the proxy accepts each connection and
+// closes it at once, which franz-go takes for a misconfigured client and
+// does not retry. An output to that broker failed, the transaction aborted,
+// and the next could not begin: loading a producer id met the same closed
+// connections. The next transaction now begins once the cluster answers.
+func TestExactlyOnceBeginsAfterClosedConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		in, out := c.Topic(t, "eosclosed-in", 1), c.Topic(t, "eosclosed-out", 1)
+		const n = 200
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}
+		}
+		prod := c.Client(t, kgo.ProducerLinger(0))
+		kafkatest.Produce(t, prod, recs...)
+
+		// While down, a request for the end of a transaction closes its
+		// connection, and so does every new connection's first request
+		// (ApiVersions); the rest goes on over the connections it has.
+		// The first transactional produce while down is refused: its
+		// transaction aborts, and the abort is not confirmed.
+		var down atomic.Bool
+		failed := failTxnProduceOnce(c, down.Load)
+		c.Fake().Control(func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake().KeepControl()
+			if !down.Load() {
+				return nil, nil, false
+			}
+			switch req.(type) {
+			case *kmsg.ApiVersionsRequest, *kmsg.EndTxnRequest:
+				return nil, errors.New("closed at once"), true
+			}
+			return nil, nil, false
+		})
+		var handled atomic.Int64
+		cfg := virtualConfig(t, c, in, serde.String())
+		// The fault landed where it should when a transaction could not
+		// begin for a while.
+		refused := &logSignal{msg: "a transaction cannot begin: the cluster could not be reached for a producer id; trying again", seen: make(chan struct{})}
+		cfg.Logger = slog.New(refused)
+		cfg.DeadLetter.WriteTimeout = 2 * time.Second
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosclosed-txn"), MaxRecords: 20}
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
+			if handled.Add(1) == n/4 {
+				down.Store(true)
+			}
+			time.Sleep(10 * time.Millisecond)
+			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
+		}
+		cons, stop := startInBubble(t, cfg)
+		for handled.Load() < n/4 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Second)
+		down.Store(false)
+		elapse(30 * time.Second)
+		st := cons.Stats()
+		if !st.Running || st.Halted != 0 {
+			t.Fatalf("the consumer did not ride out the closed connections: running %v, halted %d", st.Running, st.Halted)
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		select {
+		case <-refused.seen:
+		default:
+			t.Errorf("no transaction was refused its beginning (refused produce %v, %d aborted): the fault did not land", failed.Load(), st.TransactionsAborted)
+		}
+		checkOutputsOrLetters(t, c, in, out, n, 0)
+		t.Logf("%d handler calls for %d records; %d transactions committed, %d aborted",
+			handled.Load(), n, st.TransactionsCommitted, st.TransactionsAborted)
 	})
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -566,10 +568,47 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		// group's offsets from the broker.
 		return !committed, fmt.Errorf("ending a transaction: %w", err)
 	}
-	if berr := t.sess.Begin(); berr != nil {
+	if berr := t.beginUntilDone(ctx); berr != nil {
 		return !committed, berr
 	}
 	return !committed, nil
+}
+
+// beginUntilDone begins the next transaction. franz-go refuses to begin
+// while it cannot load a producer id; when the cause is the network (a
+// broker down behind a proxy or load balancer accepts the connection and
+// closes it at once) it keeps the load to be tried again, and so does this:
+// a little later each time, until ctx ends. A refusal by the cluster
+// (fenced, not authorized) is returned at once.
+func (t *txn) beginUntilDone(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := t.sess.Begin()
+		if err == nil || !unreachable(err) {
+			return err
+		}
+		wait := min(time.Duration(attempt)*time.Second, 10*time.Second)
+		t.log.Warn("a transaction cannot begin: the cluster could not be reached for a producer id; trying again",
+			"attempt", attempt, "wait", wait.String(), "err", err)
+		if backoff.Sleep(ctx, wait) != nil {
+			return err
+		}
+	}
+}
+
+// unreachable reports whether err says only that the cluster could not be
+// reached: a network error, with no answer of a broker in it.
+func unreachable(err error) bool {
+	if _, ok := errors.AsType[*kerr.Error](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // abortUntilDone ends, as an abort, a transaction whose abort was not
@@ -645,7 +684,7 @@ func (c *Consumer[K, V]) beginTxns(runCtx context.Context) {
 		_, _, err := c.cl.ProducerID(pctx)
 		cancel()
 		if err == nil {
-			if err = c.txn.sess.Begin(); err != nil {
+			if err = c.txn.beginUntilDone(runCtx); err != nil && runCtx.Err() == nil {
 				c.halt(txnHalt(err))
 			}
 			return
