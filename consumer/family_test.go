@@ -208,3 +208,46 @@ func TestFamilyTierGone(t *testing.T) {
 		t.Fatalf("family size %d; want 2", f.n)
 	}
 }
+
+// TestFamilyRecordAheadOfItsCopies: a source record met after a rebuild
+// ahead of every copy of its key in the tiers (its own park was lost, or not
+// yet written, when the partition moved) is processed first: the copies wait
+// for it as for a record back at its source, and go once it is settled
+// there. A copy lost with nothing to fall back to goes the same way. (Before:
+// the record and the first copy of its key were handled at once, the copy
+// first; kfake chaos seed 9930052.)
+func TestFamilyRecordAheadOfItsCopies(t *testing.T) {
+	f := newFamily("orders", 0, 100)
+	f.restore("k", 125, 0, 1, 10) // parked in tier 0
+	f.restore("k", 126, 0, 1, 11)
+	if r, _ := f.route("k", 113); r != routeProcess {
+		t.Fatalf("route(k, 113) = %d; want it processed", r)
+	}
+	if tier, lost, ok := f.before("k", 125); !ok || !lost || tier != 0 {
+		t.Fatalf("before(k, 125) = %d %v %v; want the copy held behind a record at its source", tier, lost, ok)
+	}
+	if r, tier := f.route("k", 130); r != routePark || tier != 0 {
+		t.Fatalf("route(k, 130) = %d %d; want it parked in tier 0", r, tier)
+	}
+	f.settledAtSource("k", 125) // a copy in a tier is not settled at the source
+	f.settledAtSource("k", 113)
+	if got, want := keysOf(f), []string{"k@125", "k@126"}; !slices.Equal(got, want) || f.n != 2 {
+		t.Fatalf("entries %v (size %d); want %v", got, f.n, want)
+	}
+	if _, _, ok := f.before("k", 125); ok {
+		t.Fatal("the first copy still waits after the record ahead of it settled")
+	}
+
+	worker := make(chan struct{})
+	f.put("c", 8, 0, 1, worker) // forwarded from the source: no copy before it
+	f.sending("c", 8, 1)
+	close(worker)
+	f.sent("c", 8, 1, 0, errors.New("write failed"))
+	if _, lost, ok := f.before("c", 9); !ok || !lost {
+		t.Fatalf("before(c, 9) = %v %v; want held behind a lost copy", lost, ok)
+	}
+	f.settledAtSource("c", 8)
+	if _, _, ok := f.before("c", 9); ok {
+		t.Fatal("a lost copy's entry outlived its record settled at the source")
+	}
+}

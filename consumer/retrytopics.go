@@ -380,8 +380,8 @@ func (e *entry) lost() bool { return e.at < 0 && e.writing == 0 && closed(e.by) 
 
 // fallBack handles a lost copy: the record is where its previous copy is
 // (true), or, without one, back at its source, uncommitted (false: the entry
-// stays, holding its key's later records, until the source's committed
-// offset passes it).
+// stays, holding its key's later records, until the record is settled at
+// its source or the source's committed offset passes it).
 func (e *entry) fallBack() bool {
 	if e.prev.at < 0 {
 		return false
@@ -471,7 +471,26 @@ func (f *family) route(key string, offset int64) (route, tier int) {
 	if es[0].offset < offset {
 		return routePark, es[0].tier
 	}
+	if es[0].offset > offset {
+		// Ahead of every copy of its key: it was not settled when
+		// they were written (its own copy was lost or is not written
+		// yet; the partition moved meanwhile). They wait for it as
+		// for a copy back at its source, until it is settled there.
+		f.keys[key] = slices.Insert(es, 0, entry{offset: offset, tier: es[0].tier, at: -1, prev: copyAt{at: -1}})
+		f.n++
+	}
 	return routeProcess, 0
+}
+
+// settledAtSource forgets the record of key at offset, settled at its
+// source, if its entry says it is there: a copy that was lost, or a record
+// ahead of the copies of its key (see route).
+func (f *family) settledAtSource(key string, offset int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if es, i, found := f.find(key, offset); found && es[i].lost() {
+		f.remove(key, es, i)
+	}
 }
 
 // before reports whether a record of key earlier than offset is in the
@@ -1033,8 +1052,12 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 
 // untrack tells the family that o is settled.
 func (p *partition[K, V]) untrack(o *origin) {
-	if o.keyed && p.fam != nil {
+	switch {
+	case p.fam == nil || o.rec.Key == nil:
+	case o.keyed:
 		p.fam.settle(string(o.rec.Key), o.rec.Offset)
+	case p.tier < 0:
+		p.fam.settledAtSource(string(o.rec.Key), o.rec.Offset)
 	}
 }
 
