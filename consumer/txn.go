@@ -578,22 +578,39 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 // while it cannot load a producer id; when the cause is the network (a
 // broker down behind a proxy or load balancer accepts the connection and
 // closes it at once) it keeps the load to be tried again, and so does this:
-// a little later each time, until ctx ends. A refusal by the cluster
-// (fenced, not authorized) is returned at once.
+// a little later each time, for up to beginPatience, then the refusal is
+// returned (a halt: a restart starts with a new client). A refusal by the
+// cluster (fenced, not authorized) is returned at once. When ctx ends
+// meanwhile (the consumer stops), errStopping is returned.
 func (t *txn) beginUntilDone(ctx context.Context) error {
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := t.sess.Begin()
 		if err == nil || !unreachable(err) {
 			return err
 		}
+		if ctx.Err() != nil {
+			return errStopping
+		}
+		if time.Since(start) >= beginPatience {
+			return err
+		}
 		wait := min(time.Duration(attempt)*time.Second, 10*time.Second)
-		t.log.Warn("a transaction cannot begin: the cluster could not be reached for a producer id; trying again",
+		t.log.Warn("a transaction cannot begin: no producer id, the cluster seems unreachable; trying again",
 			"attempt", attempt, "wait", wait.String(), "err", err)
 		if backoff.Sleep(ctx, wait) != nil {
-			return err
+			return errStopping
 		}
 	}
 }
+
+// beginPatience is how long beginUntilDone tries to begin a transaction
+// while the cluster seems unreachable.
+const beginPatience = time.Minute
+
+// errStopping is returned by beginUntilDone when the consumer stops before
+// a transaction could begin: not a halt.
+var errStopping = errors.New("consumer: stopping before a transaction could begin")
 
 // unreachable reports whether err says only that the cluster could not be
 // reached: a network error, with no answer of a broker in it.
@@ -684,7 +701,7 @@ func (c *Consumer[K, V]) beginTxns(runCtx context.Context) {
 		_, _, err := c.cl.ProducerID(pctx)
 		cancel()
 		if err == nil {
-			if err = c.txn.beginUntilDone(runCtx); err != nil && runCtx.Err() == nil {
+			if err = c.txn.beginUntilDone(runCtx); err != nil && !errors.Is(err, errStopping) {
 				c.halt(txnHalt(err))
 			}
 			return
@@ -773,7 +790,7 @@ func (c *Consumer[K, V]) commitTxn(ctx context.Context) {
 		}
 	}
 	t.end(ctx, c.cl, c.dlq, aborted || err != nil)
-	if err != nil {
+	if err != nil && !errors.Is(err, errStopping) {
 		c.halt(txnHalt(err))
 	}
 }
