@@ -315,6 +315,9 @@ func (t *tiers) drop(m map[string][]int32, held func(topic string, part int32) b
 		for _, p := range ps {
 			for _, n := range t.names[topic] {
 				if held(n, p) {
+					if f := t.fams[tp{topic, p}]; f != nil {
+						f.clearAhead() // kept: its source records are another member's now
+					}
 					continue next
 				}
 			}
@@ -348,6 +351,11 @@ type family struct {
 	// seen is, by tier index, the offset after the last record this
 	// member's worker of the tier partition has taken.
 	seen map[int]int64
+	// ahead marks, by key, the source records that the copies of their
+	// key wait for (see markAhead), in offset order; srcFrom is the
+	// source's committed offset at the last rebuild (-1: none).
+	ahead   map[string][]int64
+	srcFrom int64
 }
 
 type entry struct {
@@ -392,7 +400,8 @@ func (e *entry) fallBack() bool {
 }
 
 func newFamily(source string, part int32, max int) *family {
-	return &family{source: source, part: part, ready: make(chan struct{}), keys: map[string][]entry{}, max: max, seen: map[int]int64{}}
+	return &family{source: source, part: part, ready: make(chan struct{}), keys: map[string][]entry{}, max: max, seen: map[int]int64{},
+		ahead: map[string][]int64{}, srcFrom: -1}
 }
 
 // closed reports whether the writer of a copy has stopped: it writes no more.
@@ -461,45 +470,90 @@ func (f *family) route(key string, offset int64) (route, tier int) {
 		return routeProcess, 0
 	}
 	for _, e := range es {
-		// In a tier already, if that copy was acknowledged; one not
+		// In a tier already, if that copy was acknowledged, or the copy
+		// before it (the current one falls back to it if lost); one not
 		// acknowledged yet may never be written, so the record is
 		// handled again (a copy that lands later is a repeat).
-		if e.offset == offset && e.at >= 0 {
+		if e.offset == offset && (e.at >= 0 || e.prev.at >= 0) {
 			return routeForwarded, e.tier
 		}
 	}
 	if es[0].offset < offset {
 		return routePark, es[0].tier
 	}
-	if es[0].offset > offset {
-		// Ahead of every copy of its key: it was not settled when
-		// they were written (its own copy was lost or is not written
-		// yet; the partition moved meanwhile). They wait for it as
-		// for a copy back at its source, until it is settled there.
-		f.keys[key] = slices.Insert(es, 0, entry{offset: offset, tier: es[0].tier, at: -1, prev: copyAt{at: -1}})
-		f.n++
-	}
 	return routeProcess, 0
 }
 
 // settledAtSource forgets the record of key at offset, settled at its
-// source, if its entry says it is there: a copy that was lost, or a record
-// ahead of the copies of its key (see route).
+// source: its mark ahead of the copies of its key, and its entry if that
+// says it is at its source (a copy that was lost).
 func (f *family) settledAtSource(key string, offset int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.unmark(key, offset)
 	if es, i, found := f.find(key, offset); found && es[i].lost() {
 		f.remove(key, es, i)
 	}
 }
 
+// isAhead reports whether the record of key at offset is marked ahead of
+// the copies of its key: they wait for it, so it must not wait for them.
+func (f *family) isAhead(key string, offset int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, found := slices.BinarySearch(f.ahead[key], offset)
+	return found
+}
+
+// markAhead marks the source record of key at offset, read by a rebuild
+// between the source's committed offset and the last copy in the tiers,
+// when it lies ahead of a copy of its key and has no copy of its own: it
+// was not settled when the copies after it were written (its own park was
+// lost or not yet written when the partition moved). Those copies wait for
+// it until it is settled at its source. f.mu is held.
+func (f *family) markAhead(key string, offset int64) {
+	es, _, found := f.find(key, offset)
+	if found || len(es) == 0 || es[len(es)-1].offset < offset {
+		return
+	}
+	marks := f.ahead[key]
+	if i, dup := slices.BinarySearch(marks, offset); !dup {
+		f.ahead[key] = slices.Insert(marks, i, offset)
+	}
+}
+
+// unmark removes the mark of the record of key at offset. f.mu is held.
+func (f *family) unmark(key string, offset int64) {
+	marks := f.ahead[key]
+	if i, found := slices.BinarySearch(marks, offset); found {
+		if len(marks) == 1 {
+			delete(f.ahead, key)
+		} else {
+			f.ahead[key] = slices.Delete(marks, i, i+1)
+		}
+	}
+}
+
+// clearAhead forgets every mark: the source partition is no longer this
+// member's, or is read again by a rebuild.
+func (f *family) clearAhead() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.ahead)
+}
+
 // before reports whether a record of key earlier than offset is in the
-// tiers, and the tier of the earliest one.
+// tiers, and the tier of the earliest one, or is marked at its source ahead
+// of the copies (lost: it is not in a tier).
 func (f *family) before(key string, offset int64) (tier int, lost, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if es := f.keys[key]; len(es) > 0 && es[0].offset < offset {
+	es := f.keys[key]
+	if len(es) > 0 && es[0].offset < offset {
 		return es[0].tier, es[0].lost(), true
+	}
+	if marks := f.ahead[key]; len(marks) > 0 && marks[0] < offset && len(es) > 0 {
+		return es[0].tier, true, true // an earlier record at its source, as after a lost copy
 	}
 	return 0, false, false
 }
@@ -517,6 +571,7 @@ func (f *family) find(key string, offset int64) (es []entry, i int, found bool) 
 func (f *family) put(key string, offset int64, tier, forwards int, by <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.unmark(key, offset) // it leaves its source
 	es, i, found := f.find(key, offset)
 	e := entry{offset: offset, tier: tier, forwards: forwards, at: -1, by: by, prev: copyAt{at: -1}}
 	if found {
@@ -844,6 +899,9 @@ func (t *tiers) rebuild(ctx context.Context, fams map[tp]*family, log func(msg s
 	for attempt := 1; ; attempt++ {
 		n, err := t.read(ctx, fams)
 		if err == nil {
+			err = t.readAhead(ctx, fams)
+		}
+		if err == nil {
 			for k, f := range fams {
 				f.markReady()
 				if s := f.size(); s > 0 {
@@ -901,9 +959,13 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 	}()
 	for k, f := range fams {
 		floors[k] = map[int]int64{}
+		f.mu.Lock()
+		f.srcFrom = -1
 		if c, ok := committed.Lookup(k.topic, k.partition); ok && c.At >= 0 {
 			floors[k][-1] = c.At
+			f.srcFrom = c.At
 		}
+		f.mu.Unlock()
 		for i, topic := range t.names[k.topic] {
 			end, ok := ends.Lookup(topic, k.partition)
 			if !ok || end.Err != nil {
@@ -933,6 +995,24 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 	if len(until) == 0 {
 		return 0, nil
 	}
+	return t.readRanges(ctx, from, until, func(r *kgo.Record) {
+		if r.Key == nil {
+			return
+		}
+		tier := t.byTopic[r.Topic]
+		st, err := parseRetry(r.Headers)
+		if err != nil {
+			return // handled (dead-lettered) when it is consumed
+		}
+		if f := fams[tp{tier.source, r.Partition}]; f != nil && st.f.Topic == tier.source && st.f.Partition == r.Partition {
+			f.restore(string(r.Key), st.f.Offset, tier.index, st.forwards, r.Offset)
+		}
+	})
+}
+
+// readRanges reads the partitions of from, each until the offset before
+// until, and gives each data record to each. It returns the records read.
+func (t *tiers) readRanges(ctx context.Context, from map[string]map[int32]kgo.Offset, until map[tp]int64, each func(*kgo.Record)) (int, error) {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), t.opts...), kgo.ConsumePartitions(from))...)
 	if err != nil {
 		return 0, err
@@ -968,20 +1048,68 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 				return // a transaction marker (ExactlyOnce): kept to see the end
 			}
 			read++
-			if r.Key == nil {
-				return
-			}
-			tier := t.byTopic[r.Topic]
-			st, err := parseRetry(r.Headers)
-			if err != nil {
-				return // handled (dead-lettered) when it is consumed
-			}
-			if f := fams[tp{tier.source, r.Partition}]; f != nil && st.f.Topic == tier.source && st.f.Partition == r.Partition {
-				f.restore(string(r.Key), st.f.Offset, tier.index, st.forwards, r.Offset)
-			}
+			each(r)
 		})
 	}
 	return read, nil
+}
+
+// readAhead marks, in each family, the source records that the copies of
+// their key wait for (see family.markAhead): it reads each source partition
+// from its committed offset to the last record with a copy in the tiers.
+func (t *tiers) readAhead(ctx context.Context, fams map[tp]*family) error {
+	var topics []string
+	want := map[tp]int64{} // the offset after the last record with a copy
+	for k, f := range fams {
+		f.mu.Lock()
+		clear(f.ahead)
+		last := int64(-1)
+		for _, es := range f.keys {
+			last = max(last, es[len(es)-1].offset)
+		}
+		if f.srcFrom >= 0 && last >= f.srcFrom {
+			want[k] = last + 1
+			topics = append(topics, k.topic)
+		}
+		f.mu.Unlock()
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	ends, err := t.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("end offsets: %w", err)
+	}
+	from := map[string]map[int32]kgo.Offset{}
+	until := map[tp]int64{}
+	for k, w := range want {
+		f := fams[k]
+		end, ok := ends.Lookup(k.topic, k.partition)
+		if !ok || end.Err != nil {
+			continue
+		}
+		if u := min(w, end.Offset); u > f.srcFrom {
+			if from[k.topic] == nil {
+				from[k.topic] = map[int32]kgo.Offset{}
+			}
+			from[k.topic][k.partition] = kgo.NewOffset().At(f.srcFrom)
+			until[k] = u
+		}
+	}
+	if len(until) == 0 {
+		return nil
+	}
+	_, err = t.readRanges(ctx, from, until, func(r *kgo.Record) {
+		if r.Key == nil {
+			return
+		}
+		if f := fams[tp{r.Topic, r.Partition}]; f != nil {
+			f.mu.Lock()
+			f.markAhead(string(r.Key), r.Offset)
+			f.mu.Unlock()
+		}
+	})
+	return err
 }
 
 // deadletterHeaders reinterprets franz-go headers as deadletter headers:
@@ -1004,10 +1132,18 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 	if p.tier < 0 {
 		o := &origin{rec: rec}
 		if p.fam != nil && rec.Key != nil {
-			if !p.awaitRoom() {
-				return false
+			key := string(rec.Key)
+			route, tier := p.fam.route(key, rec.Offset)
+			// Room is waited for by what may add to the tiers; not by a
+			// record in them already, nor by one the copies of its key
+			// wait for (that would wait for them).
+			if route != routeForwarded && p.fam.full() != nil && !p.fam.isAhead(key, rec.Offset) {
+				if !p.awaitRoom() {
+					return false
+				}
+				route, tier = p.fam.route(key, rec.Offset)
 			}
-			switch route, tier := p.fam.route(string(rec.Key), rec.Offset); route {
+			switch route {
 			case routeForwarded:
 				return p.settled(rec) // in a tier already: forwarded before a restart
 			case routePark:
