@@ -53,8 +53,11 @@ import (
 // go ahead of it.
 //
 // The parked keys of a source partition are rebuilt when it is assigned, from
-// the records its tier partitions hold past the group's committed offsets;
-// its records wait until that is done. To find them, a source partition and its
+// the records its tier partitions hold past the group's committed offsets,
+// and from its own records between its committed offset and the last of
+// them: a record of a key that was not yet in the tiers when the partition
+// moved (its park not yet written) is handled before the copies of its key
+// that are. Its records wait until that is done. To find them, a source partition and its
 // tier partitions must be assigned to the same member: with retry topics the
 // consumer uses the range assignor, which gives partition N of every topic
 // with the same partition count to one member (with [GroupConsumer], the
