@@ -264,12 +264,8 @@ func (p *partition[K, V]) routeBatched(rec *kgo.Record, keys map[string]struct{}
 	}
 	_, dup := keys[string(rec.Key)]
 	route, tier := p.fam.route(string(rec.Key), rec.Offset)
-	// Room is waited for by what may add to the tiers; not by a record in
-	// them already, nor by one the copies of its key wait for (that would
-	// wait for them).
-	room := route != routeForwarded && !p.fam.isAhead(string(rec.Key), rec.Offset)
-	if dup || route != routeProcess || (room && p.fam.full() != nil) {
-		if !handle() || (room && !p.awaitRoom()) {
+	if dup || route != routeProcess || p.fam.full() != nil {
+		if !handle() || !p.awaitRoom() {
 			return false, false
 		}
 		route, tier = p.fam.route(string(rec.Key), rec.Offset)

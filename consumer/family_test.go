@@ -3,12 +3,9 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/antidote-kafka/antidote/deadletter"
 	"github.com/antidote-kafka/antidote/internal/kafkatest"
-	"github.com/antidote-kafka/antidote/serde"
 )
 
 // tierRecord is a record as a consumer forwards it to a tier: key, the
@@ -211,148 +207,4 @@ func TestFamilyTierGone(t *testing.T) {
 	if f.n != 2 {
 		t.Fatalf("family size %d; want 2", f.n)
 	}
-}
-
-// TestFamilyRecordAheadOfItsCopies: a source record that a rebuild finds
-// ahead of copies of its key in the tiers (between the source's committed
-// offset and them, without a copy of its own) holds them, as a record back
-// at its source does, until it is settled there or leaves it; a record
-// after the last copy, or with a copy, is not marked. A copy lost with
-// nothing to fall back to goes once its record is settled at its source.
-func TestFamilyRecordAheadOfItsCopies(t *testing.T) {
-	f := newFamily("orders", 0, 100)
-	f.restore("k", 125, 0, 1, 10) // parked in tier 0
-	f.restore("k", 126, 0, 1, 11)
-	f.mu.Lock()
-	for _, o := range []int64{113, 114, 125, 200} {
-		f.markAhead("k", o)
-	}
-	f.markAhead("other", 115) // no copies of its key
-	f.mu.Unlock()
-	if got := f.ahead["k"]; !slices.Equal(got, []int64{113, 114}) || len(f.ahead) != 1 {
-		t.Fatalf("marks %v; want k at 113 and 114 only", f.ahead)
-	}
-	if !f.isAhead("k", 113) || f.isAhead("k", 125) {
-		t.Fatal("isAhead disagrees with the marks")
-	}
-	if r, _ := f.route("k", 113); r != routeProcess {
-		t.Fatalf("route(k, 113) = %d; want it processed", r)
-	}
-	if tier, lost, ok := f.before("k", 125); !ok || !lost || tier != 0 {
-		t.Fatalf("before(k, 125) = %d %v %v; want the copy held behind a record at its source", tier, lost, ok)
-	}
-	f.settledAtSource("k", 113)
-	worker := make(chan struct{})
-	f.put("k", 114, 0, 1, worker) // 114 failed and is forwarded: it leaves its source
-	if _, ok := f.ahead["k"]; ok {
-		t.Fatalf("marks %v after both records left their source", f.ahead)
-	}
-	if _, _, ok := f.before("k", 125); !ok {
-		t.Fatal("125 no longer waits for 114, now in a tier")
-	}
-	if f.n != 3 {
-		t.Fatalf("family size %d; want 3 (marks are not in the tiers)", f.n)
-	}
-
-	f.put("c", 8, 0, 1, worker) // forwarded from the source: no copy before it
-	f.sending("c", 8, 1)
-	close(worker)
-	f.sent("c", 8, 1, 0, errors.New("write failed"))
-	if _, lost, ok := f.before("c", 9); !ok || !lost {
-		t.Fatalf("before(c, 9) = %v %v; want held behind a lost copy", lost, ok)
-	}
-	f.settledAtSource("c", 8)
-	if _, _, ok := f.before("c", 9); ok {
-		t.Fatal("a lost copy's entry outlived its record settled at the source")
-	}
-}
-
-// TestTiersWaitForRecordAhead: the partition of key k moved while its
-// record at offset 0 was still at the source (its park not written) and
-// those at 1 and 2 were parked in the tier; the group's committed offset
-// is 0. The new owner handles 0 first, then the copies of 1 and 2, each
-// once, with one record at a time and with a batch handler, whether the
-// family's bound (MaxParked) is tight or not. (Before: the copies went
-// first or at the same time, kfake chaos seed 9930052; with a tight bound
-// the first fix deadlocked.)
-func TestTiersWaitForRecordAhead(t *testing.T) {
-	for _, maxParked := range []int{2, 3, 10} {
-		for _, batch := range []bool{false, true} {
-			t.Run(fmt.Sprintf("max %d batch %v", maxParked, batch), func(t *testing.T) { testRecordAhead(t, maxParked, batch) })
-		}
-	}
-}
-
-func testRecordAhead(t *testing.T, maxParked int, batch bool) {
-	synctest.Test(t, func(t *testing.T) {
-		c := kafkatest.NewVirtual(t)
-		ctx := context.Background()
-		src := c.Topic(t, "ahead-src", 1)
-		group := kafkatest.UniqueName("ahead-g")
-		rt := RetryTopics{Tiers: []time.Duration{time.Second}, MaxParked: maxParked}
-		tier := rt.TierTopic(src, group, time.Second)
-		adm := kadm.NewClient(c.Client(t))
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, tier); err != nil {
-			t.Fatal(err)
-		}
-		prod := c.Client(t, kgo.ProducerLinger(0))
-		for i := range 3 {
-			kafkatest.Produce(t, prod, &kgo.Record{Topic: src, Key: []byte("k"), Value: []byte(strconv.Itoa(i))})
-		}
-		for i := 1; i <= 2; i++ {
-			fl := &deadletter.Failure{Stage: deadletter.StageProcess, Reason: ReasonParked, Topic: src, Offset: int64(i), Last: time.Now()}
-			var hs []kgo.RecordHeader
-			for _, h := range fl.AppendHeaders(nil) {
-				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-			}
-			hs = append(hs, retryHeaders(1, 1, time.Now(), true)...)
-			kafkatest.Produce(t, prod, &kgo.Record{Topic: tier, Key: []byte("k"), Value: []byte(strconv.Itoa(i)), Headers: hs})
-		}
-		var offs kadm.Offsets
-		offs.Add(kadm.Offset{Topic: src, Partition: 0, At: 0, LeaderEpoch: -1})
-		if _, err := adm.CommitOffsets(ctx, group, offs); err != nil {
-			t.Fatal(err)
-		}
-		var mu sync.Mutex
-		var handled []string
-		cfg := Config[string, string]{Brokers: c.Brokers(), ClientOpts: c.ClientOpts(),
-			Topics: []string{src}, Group: group, Logger: kafkatest.Logger(t), Value: serde.String(), RetryTopics: rt}
-		cfg.Policy.Process.Transient.Then = ActionRetryTopic
-		h := func(r *Record[string, string]) {
-			mu.Lock()
-			handled = append(handled, r.Value)
-			mu.Unlock()
-			time.Sleep(50 * time.Millisecond)
-		}
-		if batch {
-			cfg.BatchHandler = func(_ context.Context, rs []*Record[string, string]) error {
-				for _, r := range rs {
-					h(r)
-				}
-				return nil
-			}
-			cfg.Batching = Batching{Size: 10, Linger: 100 * time.Millisecond}
-		} else {
-			cfg.Handler = func(_ context.Context, r *Record[string, string]) error { h(r); return nil }
-		}
-		cons, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		errc := make(chan error, 1)
-		go func() { errc <- cons.Run(runCtx) }()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		st := cons.Stats()
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(handled, []string{"0", "1", "2"}) {
-			t.Fatalf("handled %v (parked %d); want 0, 1, 2, each once", handled, st.Parked)
-		}
-	})
 }

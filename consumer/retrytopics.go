@@ -53,11 +53,8 @@ import (
 // go ahead of it.
 //
 // The parked keys of a source partition are rebuilt when it is assigned, from
-// the records its tier partitions hold past the group's committed offsets,
-// and from its own records between its committed offset and the last of
-// them: a record of a key that was not yet in the tiers when the partition
-// moved (its park not yet written) is handled before the copies of its key
-// that are. Its records wait until that is done. To find them, a source partition and its
+// the records its tier partitions hold past the group's committed offsets;
+// its records wait until that is done. To find them, a source partition and its
 // tier partitions must be assigned to the same member: with retry topics the
 // consumer uses the range assignor, which gives partition N of every topic
 // with the same partition count to one member (with [GroupConsumer], the
@@ -318,9 +315,6 @@ func (t *tiers) drop(m map[string][]int32, held func(topic string, part int32) b
 		for _, p := range ps {
 			for _, n := range t.names[topic] {
 				if held(n, p) {
-					if f := t.fams[tp{topic, p}]; f != nil {
-						f.clearAhead() // kept: its source records are another member's now
-					}
 					continue next
 				}
 			}
@@ -354,11 +348,6 @@ type family struct {
 	// seen is, by tier index, the offset after the last record this
 	// member's worker of the tier partition has taken.
 	seen map[int]int64
-	// ahead marks, by key, the source records that the copies of their
-	// key wait for (see markAhead), in offset order; srcFrom is the
-	// source's committed offset at the last rebuild (-1: none).
-	ahead   map[string][]int64
-	srcFrom int64
 }
 
 type entry struct {
@@ -391,8 +380,8 @@ func (e *entry) lost() bool { return e.at < 0 && e.writing == 0 && closed(e.by) 
 
 // fallBack handles a lost copy: the record is where its previous copy is
 // (true), or, without one, back at its source, uncommitted (false: the entry
-// stays, holding its key's later records, until the record is settled at
-// its source or the source's committed offset passes it).
+// stays, holding its key's later records, until the source's committed
+// offset passes it).
 func (e *entry) fallBack() bool {
 	if e.prev.at < 0 {
 		return false
@@ -403,8 +392,7 @@ func (e *entry) fallBack() bool {
 }
 
 func newFamily(source string, part int32, max int) *family {
-	return &family{source: source, part: part, ready: make(chan struct{}), keys: map[string][]entry{}, max: max, seen: map[int]int64{},
-		ahead: map[string][]int64{}, srcFrom: -1}
+	return &family{source: source, part: part, ready: make(chan struct{}), keys: map[string][]entry{}, max: max, seen: map[int]int64{}}
 }
 
 // closed reports whether the writer of a copy has stopped: it writes no more.
@@ -473,11 +461,10 @@ func (f *family) route(key string, offset int64) (route, tier int) {
 		return routeProcess, 0
 	}
 	for _, e := range es {
-		// In a tier already, if that copy was acknowledged, or the copy
-		// before it (the current one falls back to it if lost); one not
+		// In a tier already, if that copy was acknowledged; one not
 		// acknowledged yet may never be written, so the record is
 		// handled again (a copy that lands later is a repeat).
-		if e.offset == offset && (e.at >= 0 || e.prev.at >= 0) {
+		if e.offset == offset && e.at >= 0 {
 			return routeForwarded, e.tier
 		}
 	}
@@ -487,76 +474,13 @@ func (f *family) route(key string, offset int64) (route, tier int) {
 	return routeProcess, 0
 }
 
-// settledAtSource forgets the record of key at offset, settled at its
-// source: its mark ahead of the copies of its key, and its entry if that
-// says it is at its source (a copy that was lost).
-func (f *family) settledAtSource(key string, offset int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.unmark(key, offset)
-	if es, i, found := f.find(key, offset); found && es[i].lost() {
-		f.remove(key, es, i)
-	}
-}
-
-// isAhead reports whether the record of key at offset is marked ahead of
-// the copies of its key: they wait for it, so it must not wait for them.
-func (f *family) isAhead(key string, offset int64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, found := slices.BinarySearch(f.ahead[key], offset)
-	return found
-}
-
-// markAhead marks the source record of key at offset, read by a rebuild
-// between the source's committed offset and the last copy in the tiers,
-// when it lies ahead of a copy of its key and has no copy of its own: it
-// was not settled when the copies after it were written (its own park was
-// lost or not yet written when the partition moved). Those copies wait for
-// it until it is settled at its source. f.mu is held.
-func (f *family) markAhead(key string, offset int64) {
-	es, _, found := f.find(key, offset)
-	if found || len(es) == 0 || es[len(es)-1].offset < offset {
-		return
-	}
-	marks := f.ahead[key]
-	if i, dup := slices.BinarySearch(marks, offset); !dup {
-		f.ahead[key] = slices.Insert(marks, i, offset)
-	}
-}
-
-// unmark removes the mark of the record of key at offset. f.mu is held.
-func (f *family) unmark(key string, offset int64) {
-	marks := f.ahead[key]
-	if i, found := slices.BinarySearch(marks, offset); found {
-		if len(marks) == 1 {
-			delete(f.ahead, key)
-		} else {
-			f.ahead[key] = slices.Delete(marks, i, i+1)
-		}
-	}
-}
-
-// clearAhead forgets every mark: the source partition is no longer this
-// member's, or is read again by a rebuild.
-func (f *family) clearAhead() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	clear(f.ahead)
-}
-
 // before reports whether a record of key earlier than offset is in the
-// tiers, and the tier of the earliest one, or is marked at its source ahead
-// of the copies (lost: it is not in a tier).
+// tiers, and the tier of the earliest one.
 func (f *family) before(key string, offset int64) (tier int, lost, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	es := f.keys[key]
-	if len(es) > 0 && es[0].offset < offset {
+	if es := f.keys[key]; len(es) > 0 && es[0].offset < offset {
 		return es[0].tier, es[0].lost(), true
-	}
-	if marks := f.ahead[key]; len(marks) > 0 && marks[0] < offset && len(es) > 0 {
-		return es[0].tier, true, true // an earlier record at its source, as after a lost copy
 	}
 	return 0, false, false
 }
@@ -574,7 +498,6 @@ func (f *family) find(key string, offset int64) (es []entry, i int, found bool) 
 func (f *family) put(key string, offset int64, tier, forwards int, by <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.unmark(key, offset) // it leaves its source
 	es, i, found := f.find(key, offset)
 	e := entry{offset: offset, tier: tier, forwards: forwards, at: -1, by: by, prev: copyAt{at: -1}}
 	if found {
@@ -902,9 +825,6 @@ func (t *tiers) rebuild(ctx context.Context, fams map[tp]*family, log func(msg s
 	for attempt := 1; ; attempt++ {
 		n, err := t.read(ctx, fams)
 		if err == nil {
-			err = t.readAhead(ctx, fams)
-		}
-		if err == nil {
 			for k, f := range fams {
 				f.markReady()
 				if s := f.size(); s > 0 {
@@ -962,13 +882,9 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 	}()
 	for k, f := range fams {
 		floors[k] = map[int]int64{}
-		f.mu.Lock()
-		f.srcFrom = -1
 		if c, ok := committed.Lookup(k.topic, k.partition); ok && c.At >= 0 {
 			floors[k][-1] = c.At
-			f.srcFrom = c.At
 		}
-		f.mu.Unlock()
 		for i, topic := range t.names[k.topic] {
 			end, ok := ends.Lookup(topic, k.partition)
 			if !ok || end.Err != nil {
@@ -998,24 +914,6 @@ func (t *tiers) read(ctx context.Context, fams map[tp]*family) (int, error) {
 	if len(until) == 0 {
 		return 0, nil
 	}
-	return t.readRanges(ctx, from, until, func(r *kgo.Record) {
-		if r.Key == nil {
-			return
-		}
-		tier := t.byTopic[r.Topic]
-		st, err := parseRetry(r.Headers)
-		if err != nil {
-			return // handled (dead-lettered) when it is consumed
-		}
-		if f := fams[tp{tier.source, r.Partition}]; f != nil && st.f.Topic == tier.source && st.f.Partition == r.Partition {
-			f.restore(string(r.Key), st.f.Offset, tier.index, st.forwards, r.Offset)
-		}
-	})
-}
-
-// readRanges reads the partitions of from, each until the offset before
-// until, and gives each data record to each. It returns the records read.
-func (t *tiers) readRanges(ctx context.Context, from map[string]map[int32]kgo.Offset, until map[tp]int64, each func(*kgo.Record)) (int, error) {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), t.opts...), kgo.ConsumePartitions(from))...)
 	if err != nil {
 		return 0, err
@@ -1051,68 +949,20 @@ func (t *tiers) readRanges(ctx context.Context, from map[string]map[int32]kgo.Of
 				return // a transaction marker (ExactlyOnce): kept to see the end
 			}
 			read++
-			each(r)
+			if r.Key == nil {
+				return
+			}
+			tier := t.byTopic[r.Topic]
+			st, err := parseRetry(r.Headers)
+			if err != nil {
+				return // handled (dead-lettered) when it is consumed
+			}
+			if f := fams[tp{tier.source, r.Partition}]; f != nil && st.f.Topic == tier.source && st.f.Partition == r.Partition {
+				f.restore(string(r.Key), st.f.Offset, tier.index, st.forwards, r.Offset)
+			}
 		})
 	}
 	return read, nil
-}
-
-// readAhead marks, in each family, the source records that the copies of
-// their key wait for (see family.markAhead): it reads each source partition
-// from its committed offset to the last record with a copy in the tiers.
-func (t *tiers) readAhead(ctx context.Context, fams map[tp]*family) error {
-	var topics []string
-	want := map[tp]int64{} // the offset after the last record with a copy
-	for k, f := range fams {
-		f.mu.Lock()
-		clear(f.ahead)
-		last := int64(-1)
-		for _, es := range f.keys {
-			last = max(last, es[len(es)-1].offset)
-		}
-		if f.srcFrom >= 0 && last >= f.srcFrom {
-			want[k] = last + 1
-			topics = append(topics, k.topic)
-		}
-		f.mu.Unlock()
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	ends, err := t.adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("end offsets: %w", err)
-	}
-	from := map[string]map[int32]kgo.Offset{}
-	until := map[tp]int64{}
-	for k, w := range want {
-		f := fams[k]
-		end, ok := ends.Lookup(k.topic, k.partition)
-		if !ok || end.Err != nil {
-			continue
-		}
-		if u := min(w, end.Offset); u > f.srcFrom {
-			if from[k.topic] == nil {
-				from[k.topic] = map[int32]kgo.Offset{}
-			}
-			from[k.topic][k.partition] = kgo.NewOffset().At(f.srcFrom)
-			until[k] = u
-		}
-	}
-	if len(until) == 0 {
-		return nil
-	}
-	_, err = t.readRanges(ctx, from, until, func(r *kgo.Record) {
-		if r.Key == nil {
-			return
-		}
-		if f := fams[tp{r.Topic, r.Partition}]; f != nil {
-			f.mu.Lock()
-			f.markAhead(string(r.Key), r.Offset)
-			f.mu.Unlock()
-		}
-	})
-	return err
 }
 
 // deadletterHeaders reinterprets franz-go headers as deadletter headers:
@@ -1135,18 +985,10 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 	if p.tier < 0 {
 		o := &origin{rec: rec}
 		if p.fam != nil && rec.Key != nil {
-			key := string(rec.Key)
-			route, tier := p.fam.route(key, rec.Offset)
-			// Room is waited for by what may add to the tiers; not by a
-			// record in them already, nor by one the copies of its key
-			// wait for (that would wait for them).
-			if route != routeForwarded && p.fam.full() != nil && !p.fam.isAhead(key, rec.Offset) {
-				if !p.awaitRoom() {
-					return false
-				}
-				route, tier = p.fam.route(key, rec.Offset)
+			if !p.awaitRoom() {
+				return false
 			}
-			switch route {
+			switch route, tier := p.fam.route(string(rec.Key), rec.Offset); route {
 			case routeForwarded:
 				return p.settled(rec) // in a tier already: forwarded before a restart
 			case routePark:
@@ -1191,12 +1033,8 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 
 // untrack tells the family that o is settled.
 func (p *partition[K, V]) untrack(o *origin) {
-	switch {
-	case p.fam == nil || o.rec.Key == nil:
-	case o.keyed:
+	if o.keyed && p.fam != nil {
 		p.fam.settle(string(o.rec.Key), o.rec.Offset)
-	case p.tier < 0:
-		p.fam.settledAtSource(string(o.rec.Key), o.rec.Offset)
 	}
 }
 
