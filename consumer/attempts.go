@@ -44,8 +44,11 @@ import (
 // [BatchHandler], the records a batch fails one by one ([BatchError]) keep
 // their counts so; a batch failed as a whole starts again at 1. A record that
 // used its tries and has an entry keeps it until its dead letter (or its
-// forward to a retry tier) is written, with the failure the letter tells:
-// should its partition move before that, the next owner writes the same
+// forward to a retry tier) is written, with the failure the letter tells; one
+// whose letter follows its first try (a permanent failure, a single try, a
+// try in a retry tier) gets such an entry only when its partition is revoked
+// or the consumer stops before its letter is written. Should its partition
+// move before that, the next owner writes the same
 // letter (stage, class, reason, error, attempts and first failure; a forward
 // becomes a dead letter if the next owner has no retry tiers) without trying
 // the record again. The entry names the record's timestamp too, so that a
@@ -267,6 +270,9 @@ func (a *attempts) save(rec *kgo.Record, attempts int, first time.Time) {
 	a.produce(&kgo.Record{Topic: a.topic, Key: attemptKey(rec.Topic, rec.Partition, rec.Offset),
 		Value: attemptEntry{offset: rec.Offset, attempts: attempts, first: first}.encode()})
 }
+
+// on reports whether durable attempts are kept.
+func (a *attempts) on() bool { return a.topic != "" }
 
 // saveUsed records that rec used its tries and that l, being written,
 // settles it.

@@ -300,8 +300,12 @@ func TestDurableAttemptsLetterNotWritten(t *testing.T) {
 	var refusing atomic.Bool
 	var dlq atomic.Pointer[[16]byte]
 	refuseWrites(c, &refusing, &dlq)
-	for _, batch := range []bool{false, true} {
-		t.Run(fmt.Sprintf("batch-%v", batch), func(t *testing.T) {
+	for _, tc := range []struct {
+		batch bool
+		tries int
+	}{{false, 4}, {true, 4}, {false, 1}, {true, 1}} {
+		batch := tc.batch
+		t.Run(fmt.Sprintf("batch-%v-tries-%d", batch, tc.tries), func(t *testing.T) {
 			topic := oneTopic(t, c, "durable-unwritten", "always fails")
 			created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, topic+".dlq")
 			if err != nil {
@@ -312,14 +316,14 @@ func TestDurableAttemptsLetterNotWritten(t *testing.T) {
 			group := kafkatest.UniqueName("durable-unwritten")
 			mod := func(cfg *consumer.Config[string, string]) {
 				cfg.Key = nil
-				cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
+				cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), tc.tries)
 				cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
 				if batch {
 					cfg.Handler, cfg.BatchHandler = nil, asBatch(cfg.Handler)
 				}
 			}
 			// The second member writes the first one's letter: no try.
-			f := letterHandedOver(t, c, topic, group, &refusing, mod, mod)
+			f := letterHandedOver(t, c, topic, group, &refusing, tc.tries, mod, mod)
 			if f.ErrorType != "*errors.errorString" || f.Reason != deadletter.ReasonExhausted || f.Class != "transient" || f.Stage != deadletter.StageProcess {
 				t.Fatalf("dead letter %+v; want the handler's failure", f)
 			}
@@ -367,9 +371,9 @@ func refuseWrites(c *kafkatest.Cluster, refusing *atomic.Bool, to *atomic.Pointe
 // handler that always fails) until a letter write of topic's one record has
 // failed (refusing), stops it, lets writes through, and runs a second member
 // (mod2) until the record is dead-lettered. It checks that the handler saw
-// tries 1 to 4 only, the second member making none, and that the one dead
-// letter tells the first member's failure, and returns that letter.
-func letterHandedOver(t *testing.T, c *kafkatest.Cluster, topic, group string, refusing *atomic.Bool, mod1, mod2 func(*consumer.Config[string, string])) *deadletter.Failure {
+// tries 1 to tries only, the second member making none, and that the one
+// dead letter tells the first member's failure, and returns that letter.
+func letterHandedOver(t *testing.T, c *kafkatest.Cluster, topic, group string, refusing *atomic.Bool, tries int, mod1, mod2 func(*consumer.Config[string, string])) *deadletter.Failure {
 	t.Helper()
 	var mu sync.Mutex
 	var seen []int
@@ -385,7 +389,11 @@ func letterHandedOver(t *testing.T, c *kafkatest.Cluster, topic, group string, r
 	untilDeadLettered(t, c, topic, group, handler, mod2)
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []int{1, 2, 3, 4}; !slices.Equal(seen, want) {
+	var want []int
+	for i := 1; i <= tries; i++ {
+		want = append(want, i)
+	}
+	if !slices.Equal(seen, want) {
 		t.Fatalf("attempts seen by the handler %v; want %v", seen, want)
 	}
 	dl := readAll(t, c, topic+".dlq")
@@ -393,8 +401,8 @@ func letterHandedOver(t *testing.T, c *kafkatest.Cluster, topic, group string, r
 		t.Fatalf("dead letters %d; want one", len(dl))
 	}
 	f := parse(t, dl[0])
-	if f.Attempts != 4 || f.Message != "dependency down" {
-		t.Fatalf("dead letter %+v; want the first member's failure after 4 attempts", f)
+	if f.Attempts != tries || f.Message != "dependency down" {
+		t.Fatalf("dead letter %+v; want the first member's failure after %d attempts", f, tries)
 	}
 	return f
 }
@@ -421,7 +429,7 @@ func TestDurableAttemptsForwardNotWritten(t *testing.T) {
 	}
 	id := [16]byte(created.ID)
 	tier.Store(&id)
-	f := letterHandedOver(t, c, topic, group, &refusing, func(cfg *consumer.Config[string, string]) {
+	f := letterHandedOver(t, c, topic, group, &refusing, 4, func(cfg *consumer.Config[string, string]) {
 		cfg.Key = nil
 		cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4), Then: consumer.ActionRetryTopic}
 		cfg.RetryTopics = tiers

@@ -360,6 +360,9 @@ func (c *Consumer[K, V]) shutdown() error {
 		p.cancel()
 	}
 	c.waitWorkers()
+	for _, p := range parts {
+		p.saveUnwritten()
+	}
 
 	if c.txn != nil {
 		c.commitTxn(context.Background())
@@ -505,6 +508,7 @@ func (c *Consumer[K, V]) stopPartitions(m map[string][]int32) {
 	c.mu.Unlock()
 	for _, w := range stopped {
 		<-w.done
+		w.saveUnwritten()
 		if w.fam != nil {
 			w.fam.stopped(w.tier, w.ctx.Done())
 		}

@@ -318,6 +318,7 @@ type letter struct {
 	at       int64              // offset of the fetched record it settles (src is the original of a tier record)
 	extra    []kgo.RecordHeader // headers after the failure headers (retry tiers, trace context)
 	clears   *kgo.Record        // the fetched record whose durable attempts entry goes once it is settled
+	unsaved  *kgo.Record        // the fetched record it settles, without a durable entry (clearsAttempts)
 	trace    *letterTrace       // the span of its write, until its first write ends (trace.go)
 
 	cur    *write // the latest write attempt
@@ -332,11 +333,16 @@ type letter struct {
 // when rec has one (o.saved): not before, since a letter that is never
 // written leaves rec to the next owner. Until then the entry holds the
 // failure l tells, so that the next owner writes l again rather than try
-// rec once more.
+// rec once more. A record without an entry (its letter follows its first
+// try here) gets one only if its worker stops with l not yet written
+// (partition.saveUnwritten), so that the path of a letter stays one write.
 func (l *letter) clearsAttempts(a *attempts, rec *kgo.Record, o *origin) {
-	if o.saved {
+	switch {
+	case o.saved:
 		l.clears, o.lettered = rec, true
 		a.saveUsed(rec, l)
+	case a.on():
+		l.unsaved = rec
 	}
 }
 

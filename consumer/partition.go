@@ -708,6 +708,19 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 	return p.settleFailure(rec, o, stage, err, attempt, first)
 }
 
+// saveUnwritten gives a durable attempts entry to each record whose letter
+// was still being written when the worker stopped and that had none (its
+// letter followed its first try here; see letter.clearsAttempts): the next
+// owner writes the letter again rather than try the record once more. The
+// worker has stopped, so its ledger is the caller's.
+func (p *partition[K, V]) saveUnwritten() {
+	for _, h := range p.ledger.pending {
+		if l := h.l; l.unsaved != nil && (!l.isDone() || l.cur.err != nil) {
+			p.c.attempts.saveUsed(l.unsaved, l)
+		}
+	}
+}
+
 // letterAgain settles rec by the letter that was being written when its
 // partition moved: rec had used its tries (e.used; see DurableAttempts), so
 // it is not tried again.
