@@ -47,7 +47,8 @@ import (
 // forward to a retry tier) is written, with the failure the letter tells; one
 // whose letter follows its first try (a permanent failure, a single try, a
 // try in a retry tier) gets such an entry only when its partition is revoked
-// or the consumer stops before its letter is written. Should its partition
+// or lost, or the consumer stops, while the next owner will get it again (its
+// letter, or one before it, not yet written). Should its partition
 // move before that, the next owner writes the same
 // letter (stage, class, reason, error, attempts and first failure; a forward
 // becomes a dead letter if the next owner has no retry tiers) without trying

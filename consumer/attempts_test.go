@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/antidote-kafka/antidote/backoff"
@@ -335,24 +336,26 @@ func TestDurableAttemptsLetterNotWritten(t *testing.T) {
 // *refusing is set (a request names it by id from Produce v13, by name
 // before); a write of another topic in the same request is retried by the
 // client.
-func refuseWrites(c *kafkatest.Cluster, refusing *atomic.Bool, to *atomic.Pointer[[16]byte]) {
+func refuseWrites(c *kafkatest.Cluster, refusing *atomic.Bool, to *atomic.Pointer[[16]byte]) (refused *atomic.Int64) {
+	refused = new(atomic.Int64)
 	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake().KeepControl()
 		pr := req.(*kmsg.ProduceRequest)
 		id := to.Load()
-		refused := func(t kmsg.ProduceRequestTopic) bool {
+		isRefused := func(t kmsg.ProduceRequestTopic) bool {
 			return t.TopicID == *id || strings.HasSuffix(t.Topic, ".dlq") || strings.Contains(t.Topic, ".retry.")
 		}
-		if !refusing.Load() || id == nil || !slices.ContainsFunc(pr.Topics, refused) {
+		if !refusing.Load() || id == nil || !slices.ContainsFunc(pr.Topics, isRefused) {
 			return nil, nil, false
 		}
+		refused.Add(1)
 		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
 		resp.Version = pr.Version
 		for _, rt := range pr.Topics {
 			st := kmsg.NewProduceResponseTopic()
 			st.Topic, st.TopicID = rt.Topic, rt.TopicID
 			code := kerr.NotLeaderForPartition.Code
-			if refused(rt) {
+			if isRefused(rt) {
 				code = kerr.InvalidRecord.Code
 			}
 			for _, rp := range rt.Partitions {
@@ -365,6 +368,7 @@ func refuseWrites(c *kafkatest.Cluster, refusing *atomic.Bool, to *atomic.Pointe
 		}
 		return resp, nil, true
 	})
+	return refused
 }
 
 // letterHandedOver runs a member of group (configured by mod1, with a
@@ -494,5 +498,68 @@ func untilDeadLettered(t *testing.T, c *kafkatest.Cluster, topic, group string, 
 	kafkatest.WaitFor(t, 30*time.Second, "dead-lettered", func() bool { return second.Stats().DeadLettered == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDurableAttemptsLaneLetterNotWritten: with Concurrency, a record whose
+// letter follows its single try, behind a lower record still being handled
+// when its member stops, is not tried again by the next member: the letter
+// it was in a lane's slot, not yet handed to the ledger, gets its durable
+// entry at the stop too.
+func TestDurableAttemptsLaneLetterNotWritten(t *testing.T) {
+	c := kafkatest.New(t)
+	if c.Fake() == nil {
+		t.Skip("needs kfake fault injection")
+	}
+	var refusing atomic.Bool
+	var dlq atomic.Pointer[[16]byte]
+	refused := refuseWrites(c, &refusing, &dlq)
+	topic := c.Topic(t, "durable-lanes", 1)
+	kafkatest.Produce(t, manualProducer(t, c),
+		&kgo.Record{Topic: topic, Key: []byte("a"), Value: []byte("slow")},
+		&kgo.Record{Topic: topic, Key: []byte("b"), Value: []byte("bad")},
+	)
+	created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, topic+".dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := [16]byte(created.ID)
+	dlq.Store(&id)
+	group := kafkatest.UniqueName("durable-lanes")
+	var mu sync.Mutex
+	var badTries []int
+	var second atomic.Bool
+	h := func(ctx context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "slow" {
+			if second.Load() {
+				return nil
+			}
+			<-ctx.Done() // handled until the stop: the bad record's slot stays behind it
+			return ctx.Err()
+		}
+		mu.Lock()
+		badTries = append(badTries, r.Attempt)
+		mu.Unlock()
+		return failure.Transient(errors.New("dependency down"))
+	}
+	mod := func(cfg *consumer.Config[string, string]) {
+		cfg.Concurrency = consumer.Concurrency{Max: 2}
+		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 1)
+		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
+	}
+	refusing.Store(true)
+	first := testConsumer(t, c, topic, group, serde.String(), h, mod)
+	stop := runConsumer(t, first)
+	kafkatest.WaitFor(t, 30*time.Second, "a refused letter write", func() bool { return refused.Load() >= 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	refusing.Store(false)
+	second.Store(true)
+	untilDeadLettered(t, c, topic, group, h, mod)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(badTries) != 1 {
+		t.Fatalf("the bad record was tried %v; want once (its letter was not written when the member stopped)", badTries)
 	}
 }

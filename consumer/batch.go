@@ -272,7 +272,7 @@ func (p *partition[K, V]) routeBatched(rec *kgo.Record, keys map[string]struct{}
 	}
 	switch route {
 	case routeForwarded:
-		return false, p.settled(rec) // in a tier already: forwarded before a restart
+		return false, p.settledInTier(rec) // in a tier already: forwarded before a restart
 	case routePark:
 		return false, p.park(rec, &origin{rec: rec}, nil, tier)
 	}

@@ -661,6 +661,7 @@ func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[strin
 	if c.tiers != nil {
 		c.tiers.drop(lost, c.owns)
 	}
+	c.attempts.flush(revokeCommitTimeout) // what the stopped workers saved
 	if len(lost) > 0 {
 		c.log.Warn("partitions lost", "partitions", lost)
 	}

@@ -708,15 +708,36 @@ func (p *partition[K, V]) process(rec *kgo.Record, o *origin, attempt int, first
 	return p.settleFailure(rec, o, stage, err, attempt, first)
 }
 
-// saveUnwritten gives a durable attempts entry to each record whose letter
-// was still being written when the worker stopped and that had none (its
-// letter followed its first try here; see letter.clearsAttempts): the next
-// owner writes the letter again rather than try the record once more. The
-// worker has stopped, so its ledger is the caller's.
+// settledInTier settles rec, whose current copy is in a retry tier already:
+// a durable entry it has (saved when its partition moved while that copy
+// was being written) goes with it.
+func (p *partition[K, V]) settledInTier(rec *kgo.Record) bool {
+	if _, ok := p.retries[rec.Offset]; ok {
+		p.c.attempts.clear(rec)
+	}
+	return p.settled(rec)
+}
+
+// saveUnwritten gives a durable attempts entry to each record settled by a
+// letter that had none (its letter followed its first try here; see
+// letter.clearsAttempts) and that the next owner gets again: every letter
+// of the ledger's pending (none of their records is marked for commit,
+// acknowledged or not), and with lanes every letter in a slot not handed
+// to the ledger. The next owner writes the letter again rather than try
+// the record once more. The worker and its lanes have stopped, so what
+// they held is the caller's.
 func (p *partition[K, V]) saveUnwritten() {
-	for _, h := range p.ledger.pending {
-		if l := h.l; l.unsaved != nil && (!l.isDone() || l.cur.err != nil) {
+	save := func(l *letter) {
+		if l != nil && l.unsaved != nil && l.skipped == "" {
 			p.c.attempts.saveUsed(l.unsaved, l)
+		}
+	}
+	for _, h := range p.ledger.pending {
+		save(h.l)
+	}
+	for _, s := range p.lanes.slots {
+		if s.done {
+			save(s.l)
 		}
 	}
 }

@@ -990,7 +990,7 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 			}
 			switch route, tier := p.fam.route(string(rec.Key), rec.Offset); route {
 			case routeForwarded:
-				return p.settled(rec) // in a tier already: forwarded before a restart
+				return p.settledInTier(rec) // in a tier already: forwarded before a restart
 			case routePark:
 				return p.park(rec, o, nil, tier)
 			}
@@ -1008,7 +1008,7 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		return p.settleFailure(rec, o, deadletter.StageDeserializeValue, failure.Permanent(err), 1, time.Time{})
 	}
 	if p.fam != nil && rec.Key != nil && p.fam.stale(string(rec.Key), st.f.Offset, st.forwards) {
-		return p.settled(rec) // an older copy, read again after a crash: no need to wait for it
+		return p.settledInTier(rec) // an older copy, read again after a crash: no need to wait for it
 	}
 	if !p.waitDue(st.due) {
 		return false
@@ -1017,7 +1017,7 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 	if p.fam != nil && rec.Key != nil {
 		o.keyed = true
 		if p.fam.stale(string(rec.Key), o.rec.Offset, st.forwards) {
-			return p.settled(rec) // an older copy, read again after a crash
+			return p.settledInTier(rec) // an older copy, read again after a crash
 		}
 		if tier, lost, ok := p.fam.before(string(rec.Key), o.rec.Offset); ok {
 			if lost {

@@ -386,7 +386,15 @@ func TestBatchConcurrency(t *testing.T) {
 // transaction: context deadline exceeded"), and only a supervisor's restart
 // brought it back. An abort the cluster did not confirm is tried again until
 // it is: the consumer recovers by itself, and every output is committed once.
+//
+// A consumer stopped while it tries the abort again stops cleanly: Run
+// returns nil, not a halt; the transaction is left to the coordinator.
 func TestExactlyOnceRecoversFromOutage(t *testing.T) {
+	t.Run("recovers", func(t *testing.T) { testEOSOutage(t, false) })
+	t.Run("stopped meanwhile", func(t *testing.T) { testEOSOutage(t, true) })
+}
+
+func testEOSOutage(t *testing.T, stopMeanwhile bool) {
 	synctest.Test(t, func(t *testing.T) {
 		c := kafkatest.NewVirtual(t)
 		in, out := c.Topic(t, "eosout-in", 1), c.Topic(t, "eosout-out", 1)
@@ -411,6 +419,9 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 		cfg.DeadLetter.WriteTimeout = 2 * time.Second
 		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosout-txn"), MaxRecords: 20}
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		retrying := &logSignal{msg: "aborting a transaction: the cluster did not confirm it; trying again", seen: make(chan struct{}),
+			next: cfg.Logger.Handler()}
+		cfg.Logger = slog.New(retrying)
 		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
 			handled.Add(1)
 			time.Sleep(10 * time.Millisecond)
@@ -421,6 +432,17 @@ func TestExactlyOnceRecoversFromOutage(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		outage.Store(true)
+		if stopMeanwhile {
+			select {
+			case <-retrying.seen:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("no abort was tried again during the outage")
+			}
+			if err := stop(); err != nil {
+				t.Fatalf("Run, stopped while an abort was not confirmed: %v; want nil", err)
+			}
+			return
+		}
 		time.Sleep(15 * time.Second)
 		outage.Store(false)
 		kafkatest.Produce(t, prod, recs[n/2:]...)
@@ -507,7 +529,11 @@ func testEOSClosedConnections(t *testing.T, stopMeanwhile bool) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if stopMeanwhile {
-			<-refused.seen
+			select {
+			case <-refused.seen:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("no transaction was refused its beginning")
+			}
 			if err := stop(); err != nil {
 				t.Fatalf("Run, stopped while a transaction could not begin: %v; want nil", err)
 			}

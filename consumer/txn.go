@@ -608,9 +608,9 @@ func (t *txn) beginUntilDone(ctx context.Context) error {
 // while the cluster seems unreachable.
 const beginPatience = time.Minute
 
-// errStopping is returned by beginUntilDone when the consumer stops before
-// a transaction could begin: not a halt.
-var errStopping = errors.New("consumer: stopping before a transaction could begin")
+// errStopping is returned by beginUntilDone and abortUntilDone when the
+// consumer stops while the cluster is unreachable: not a halt.
+var errStopping = errors.New("consumer: stopping while the cluster is unreachable")
 
 // unreachable reports whether err says only that the cluster could not be
 // reached: a network error, with no answer of a broker in it.
@@ -630,7 +630,7 @@ func unreachable(err error) bool {
 
 // abortUntilDone ends, as an abort, a transaction whose abort was not
 // confirmed (err), waiting a little longer each time, until the cluster
-// confirms it, the error is fatal, or ctx ends. franz-go aborts an
+// confirms it, the error is fatal, or ctx ends (errStopping). franz-go aborts an
 // unconfirmed end by loading the producer id again, which fences whatever
 // is still open of it at the broker.
 func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err error) error {
@@ -638,7 +638,10 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 		wait := min(time.Duration(attempt)*time.Second, 10*time.Second)
 		t.log.Warn("aborting a transaction: the cluster did not confirm it; trying again", "attempt", attempt, "wait", wait.String(), "err", err)
 		if backoff.Sleep(ctx, wait) != nil {
-			return err
+			// Stopping: the transaction is left to the coordinator's
+			// timeout, or to the next owner's producer id, which fences
+			// it. Nothing of it was committed.
+			return errStopping
 		}
 		ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 		_, err = t.sess.End(ectx, kgo.TryAbort)
