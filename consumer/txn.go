@@ -52,7 +52,10 @@ import (
 // little longer each time (up to 5s). While the cluster cannot be reached,
 // writes fail and their transaction is aborted; an abort the cluster does not
 // confirm is tried again until it does, and the consumer goes on by itself
-// from the committed offsets (nothing of an aborted transaction is seen). A
+// from the committed offsets (nothing of an aborted transaction is seen);
+// the next transaction is begun again while the cluster cannot give a
+// producer id, for up to a minute, then the consumer halts. Stopped
+// meanwhile, it stops cleanly. A
 // commit whose outcome is unknown (the cluster went away between the flush
 // and the end of the transaction) halts the consumer with a *HaltError: it
 // may have committed, and a restart reads the group's offsets from the
