@@ -403,12 +403,11 @@ func (r *runner) startMember(idx int) {
 		r.mu.Lock()
 		restart := false
 		if !m.killed && err != nil {
-			if why, ok := r.recreatedHalt(idx, err); ok {
-				// The documented halt of the exactly-once mode when a
-				// topic its transaction wrote to was deleted and created
-				// again: restarted, as a supervisor does.
+			if kind, why, ok := r.documentedHalt(idx, err); ok {
+				// A documented halt of the exactly-once mode: restarted,
+				// as a supervisor does.
 				restart = !r.ending
-				r.faults[HaltRecreated]++
+				r.faults[kind]++
 				r.notes = append(r.notes, fmt.Sprintf("member %d halted (%s)", idx, why))
 			} else {
 				tailOf, _ := os.ReadFile(fmt.Sprintf("%s/m%d.stderr", r.dir, idx))
@@ -441,18 +440,24 @@ func (r *runner) startMember(idx int) {
 // docs/modes.md, and a restart goes on. It is shown with the faults.
 const HaltRecreated = "halt-recreated"
 
-// recreatedHalt reports whether member idx's process, which exited with
-// err, halted because a topic its transaction wrote to was deleted and
-// created again: its exit code says halted and its last stop event says
-// why. Called with r.mu held.
-func (r *runner) recreatedHalt(idx int, err error) (string, bool) {
+// HaltUnknownCommit counts the members that halted because the end of a
+// transaction they committed was not confirmed (a broker fault): it may have
+// committed, so the consumer halts, as the ExactlyOnce doc says, and a
+// restart reads the group's offsets. It is shown with the faults.
+const HaltUnknownCommit = "halt-commit-unknown"
+
+// documentedHalt reports whether member idx's process, which exited with
+// err, halted as the exactly-once mode documents it (its exit code says
+// halted and its last stop event says why), and which (HaltRecreated,
+// HaltUnknownCommit). Called with r.mu held.
+func (r *runner) documentedHalt(idx int, err error) (kind, why string, ok bool) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !r.sc.Mode.ExactlyOnce {
-		return "", false
+		return "", "", false
 	}
 	b, rerr := os.ReadFile(fmt.Sprintf("%s/m%d.jsonl", r.dir, idx))
 	if rerr != nil {
-		return "", false
+		return "", "", false
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	var e Event
@@ -460,14 +465,15 @@ func (r *runner) recreatedHalt(idx int, err error) (string, bool) {
 		e = Event{}
 		json.Unmarshal([]byte(lines[i]), &e)
 	}
-	if e.Ev != "stop" {
-		return "", false
+	switch {
+	case e.Ev != "stop":
+		return "", "", false
+	case strings.Contains(e.Err, "before the topic was deleted and recreated"):
+		return HaltRecreated, "a topic its transaction wrote to was deleted and created again", true
+	case strings.Contains(e.Err, "the transactions cannot go on: ending a transaction: "):
+		return HaltUnknownCommit, "the end of a committed transaction was not confirmed", true
 	}
-	const why = "before the topic was deleted and recreated"
-	if !strings.Contains(e.Err, why) {
-		return "", false
-	}
-	return "a topic its transaction wrote to was deleted and created again", true
+	return "", "", false
 }
 
 func lastLines(s string, n int) string {
