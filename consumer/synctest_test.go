@@ -472,12 +472,20 @@ func testEOSOutage(t *testing.T, stopMeanwhile bool) {
 //
 // A consumer stopped while it waits to begin stops cleanly: Run returns nil,
 // not a halt.
+//
+// While the cluster stays that way for longer than a minute, the consumer
+// halts, as before.
 func TestExactlyOnceBeginsAfterClosedConnections(t *testing.T) {
-	t.Run("recovers", func(t *testing.T) { testEOSClosedConnections(t, false) })
-	t.Run("stopped meanwhile", func(t *testing.T) { testEOSClosedConnections(t, true) })
+	t.Run("recovers", func(t *testing.T) { testEOSClosedConnections(t, "recovers") })
+	t.Run("stopped meanwhile", func(t *testing.T) { testEOSClosedConnections(t, "stopped") })
+	t.Run("never back", func(t *testing.T) { testEOSClosedConnections(t, "never back") })
 }
 
-func testEOSClosedConnections(t *testing.T, stopMeanwhile bool) {
+// testEOSClosedConnections runs the scenario of
+// TestExactlyOnceBeginsAfterClosedConnections: the cluster comes back
+// ("recovers"), the consumer is stopped while it waits ("stopped"), or the
+// cluster does not come back ("never back").
+func testEOSClosedConnections(t *testing.T, mode string) {
 	synctest.Test(t, func(t *testing.T) {
 		c := kafkatest.NewVirtual(t)
 		in, out := c.Topic(t, "eosclosed-in", 1), c.Topic(t, "eosclosed-out", 1)
@@ -528,14 +536,25 @@ func testEOSClosedConnections(t *testing.T, stopMeanwhile bool) {
 		for handled.Load() < n/4 {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if stopMeanwhile {
+		if mode != "recovers" {
 			select {
 			case <-refused.seen:
 			case <-time.After(2 * time.Minute):
 				t.Fatal("no transaction was refused its beginning")
 			}
-			if err := stop(); err != nil {
+			if mode == "never back" {
+				elapse(2 * time.Minute)
+				if cons.Stats().Running {
+					t.Fatal("still running two minutes after a transaction could not begin; want a halt after a minute")
+				}
+			}
+			err := stop()
+			var he *consumer.HaltError
+			switch {
+			case mode == "stopped" && err != nil:
 				t.Fatalf("Run, stopped while a transaction could not begin: %v; want nil", err)
+			case mode == "never back" && !errors.As(err, &he):
+				t.Fatalf("Run = %v; want a *HaltError once a transaction could not begin for a minute", err)
 			}
 			return
 		}
