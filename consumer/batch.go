@@ -263,12 +263,15 @@ func (p *partition[K, V]) routeBatched(rec *kgo.Record, keys map[string]struct{}
 		return false, false
 	}
 	_, dup := keys[string(rec.Key)]
-	route, tier := p.fam.route(string(rec.Key), rec.Offset)
+	route, tier, _ := p.fam.route(string(rec.Key), rec.Offset) // no wait to process it
 	if dup || route != routeProcess || p.fam.full() != nil {
 		if !handle() || !p.awaitRoom() {
 			return false, false
 		}
-		route, tier = p.fam.route(string(rec.Key), rec.Offset)
+		var ok bool
+		if route, tier, ok = p.routeSource(rec); !ok {
+			return false, false
+		}
 	}
 	switch route {
 	case routeForwarded:

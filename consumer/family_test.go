@@ -121,10 +121,10 @@ func TestFamilyRebuildDropsGhosts(t *testing.T) {
 	if got := keysOf(f); !slices.Equal(got, want) {
 		t.Fatalf("after the writes ended: %v, want %v", got, want)
 	}
-	if r, _ := f.route("e", 10); r != routeProcess {
+	if r, _, _ := f.route("e", 10); r != routeProcess {
 		t.Errorf("route of e, whose copy was never written = %d; want routeProcess", r)
 	}
-	if r, _ := f.route("d", 9); r != routeForwarded {
+	if r, _, _ := f.route("d", 9); r != routeForwarded {
 		t.Errorf("route of d, whose copy was acknowledged = %d; want routeForwarded", r)
 	}
 	// Once the group committed the source past them, a rebuild drops them.
@@ -196,7 +196,7 @@ func TestFamilyTierGone(t *testing.T) {
 	if _, ok := f.seen[0]; ok {
 		t.Fatal("what the worker took of the deleted tier is still remembered")
 	}
-	if r, _ := f.route("a", 12); r != routeProcess {
+	if r, _, _ := f.route("a", 12); r != routeProcess {
 		t.Fatalf("route of a later record of a = %d; want it processed, not parked", r)
 	}
 	close(worker)
@@ -206,5 +206,65 @@ func TestFamilyTierGone(t *testing.T) {
 	}
 	if f.n != 2 {
 		t.Fatalf("family size %d; want 2", f.n)
+	}
+}
+
+// TestFamilyUnwritten: a source record parked behind its key waits while an
+// earlier record's first copy is not acknowledged and would leave it back at
+// its source if lost: a write in flight to another tier, or a failed one. A
+// write in flight to the same tier, a copy with one before it, and a copy
+// whose writer stopped do not hold it; the wait ends at the write's end.
+func TestFamilyUnwritten(t *testing.T) {
+	f := newFamily("orders", 0, 100)
+	worker := make(chan struct{})
+	route := func(key string, offset int64) (int, <-chan struct{}) {
+		r, tier, wait := f.route(key, offset)
+		if r != routePark {
+			t.Fatalf("route(%s, %d) = %d; want routePark", key, offset, r)
+		}
+		return tier, wait
+	}
+
+	f.add("a", 1, 1, 2, 7)      // in the second tier, acknowledged
+	f.put("a", 2, 0, 1, worker) // parked from the source in the first tier
+	f.sending("a", 2, 1)
+	if tier, wait := route("a", 3); tier != 1 || wait == nil {
+		t.Fatalf("park of a@3 in tier %d, wait %v; want tier 1 and a wait for a@2, in flight to tier 0", tier, wait)
+	}
+	f.put("b", 1, 0, 1, worker)
+	f.sending("b", 1, 1)
+	if _, wait := route("b", 2); wait != nil {
+		t.Fatal("b@2 waits for b@1 in flight to the same tier")
+	}
+
+	_, wait := route("a", 3)
+	f.sent("a", 2, 1, -1, errors.New("write failed"))
+	select {
+	case <-wait:
+	default:
+		t.Fatal("the end of a@2's write did not end the wait")
+	}
+	if _, wait := route("a", 3); wait == nil {
+		t.Fatal("a@3 does not wait for a@2, whose write failed and is written again")
+	}
+	f.sending("a", 2, 1)
+	f.sent("a", 2, 1, 4, nil)
+	if _, wait := route("a", 3); wait != nil {
+		t.Fatal("a@3 waits for a@2, acknowledged")
+	}
+
+	f.add("c", 1, 0, 1, 3)      // read from the first tier,
+	f.put("c", 1, 1, 2, worker) // forwarded to the second: its previous copy stays
+	f.sending("c", 1, 2)
+	if _, wait := route("c", 2); wait != nil {
+		t.Fatal("c@2 waits for c@1, which has a copy before the one in flight")
+	}
+
+	f.put("d", 1, 0, 1, worker)
+	f.sending("d", 1, 1)
+	f.sent("d", 1, 1, -1, errors.New("write failed"))
+	close(worker) // its writer stopped: d@1 is back at its source, and d@2 is not parked
+	if r, _, wait := f.route("d", 2); wait != nil {
+		t.Fatalf("route(d, 2) = %d with a wait for a copy nobody writes", r)
 	}
 }

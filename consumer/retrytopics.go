@@ -345,6 +345,9 @@ type family struct {
 	n      int
 	max    int
 	room   chan struct{} // closed when n drops under max; nil while nobody waits
+	// changed is closed at the next end of a write or removal of an entry;
+	// nil while nobody waits (see unwritten).
+	changed chan struct{}
 	// seen is, by tier index, the offset after the last record this
 	// member's worker of the tier partition has taken.
 	seen map[int]int64
@@ -452,26 +455,53 @@ const (
 
 // route decides what happens to a source record of key at offset: process
 // it, park it behind the earliest record of its key in the tiers (in that
-// record's tier, returned), or nothing (it was forwarded already).
-func (f *family) route(key string, offset int64) (route, tier int) {
+// record's tier, returned), or nothing (it was forwarded already). A park
+// may have to wait first: wait is then not nil (see unwritten), and the
+// record is routed again once it is closed.
+func (f *family) route(key string, offset int64) (route, tier int, wait <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	es := f.keys[key]
 	if len(es) == 0 {
-		return routeProcess, 0
+		return routeProcess, 0, nil
 	}
 	for _, e := range es {
 		// In a tier already, if that copy was acknowledged; one not
 		// acknowledged yet may never be written, so the record is
 		// handled again (a copy that lands later is a repeat).
 		if e.offset == offset && e.at >= 0 {
-			return routeForwarded, e.tier
+			return routeForwarded, e.tier, nil
 		}
 	}
 	if es[0].offset < offset {
-		return routePark, es[0].tier
+		return routePark, es[0].tier, f.unwritten(es, offset, es[0].tier)
 	}
-	return routeProcess, 0
+	return routeProcess, 0, nil
+}
+
+// unwritten returns, when a source record at offset is to be parked in
+// tier, a channel closed at the family's next change if an earlier record
+// of its key (in es) would be back at its source should its copy be lost:
+// its copy, the record's first, is not acknowledged, and is either in
+// another tier or its write failed (to be written again). It returns nil
+// otherwise. Parked now, the record could be in the tiers while the earlier
+// one is not: the next owner of the partitions would handle both at once,
+// one at its source and one in a tier. A write in flight to the same tier
+// partition is ordered before this one by the producer. f.mu is held.
+func (f *family) unwritten(es []entry, offset int64, tier int) <-chan struct{} {
+	for i := range es {
+		e := &es[i]
+		if e.offset >= offset {
+			break
+		}
+		if e.at < 0 && e.prev.at < 0 && !e.lost() && (e.tier != tier || e.writing == 0) {
+			if f.changed == nil {
+				f.changed = make(chan struct{})
+			}
+			return f.changed
+		}
+	}
+	return nil
 }
 
 // before reports whether a record of key earlier than offset is in the
@@ -563,6 +593,7 @@ func (f *family) sent(key string, offset int64, forwards int, at int64, err erro
 	}
 	e := &es[i]
 	e.writing--
+	f.wakeChanged()
 	if err == nil {
 		e.at = max(e.at, at)
 		return
@@ -598,6 +629,7 @@ func (f *family) stopped(tier int, by <-chan struct{}) {
 	if tier >= 0 {
 		delete(f.seen, tier)
 	}
+	f.wakeChanged()
 	for _, es := range f.keys {
 		for i := range es {
 			if e := &es[i]; e.by == by && e.lost() {
@@ -679,12 +711,21 @@ func (f *family) remove(key string, es []entry, i int) {
 	f.wakeRoom()
 }
 
-// wakeRoom wakes who waits for room when the family is under its bound.
-// f.mu is held.
+// wakeRoom wakes who waits for room when the family is under its bound,
+// and who waits for a change (entries went). f.mu is held.
 func (f *family) wakeRoom() {
 	if f.room != nil && f.n < f.max {
 		close(f.room)
 		f.room = nil
+	}
+	f.wakeChanged()
+}
+
+// wakeChanged wakes who waits for a change (unwritten). f.mu is held.
+func (f *family) wakeChanged() {
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
 	}
 }
 
@@ -988,7 +1029,11 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 			if !p.awaitRoom() {
 				return false
 			}
-			switch route, tier := p.fam.route(string(rec.Key), rec.Offset); route {
+			route, tier, ok := p.routeSource(rec)
+			if !ok {
+				return false
+			}
+			switch route {
 			case routeForwarded:
 				return p.settledInTier(rec) // in a tier already: forwarded before a restart
 			case routePark:
@@ -1029,6 +1074,38 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		}
 	}
 	return p.process(rec, o, st.f.Attempts+1, st.f.First)
+}
+
+// routeSource routes a keyed source record (family.route), after waiting,
+// when it is to be parked, for the copies of earlier records of its key that
+// must be written first (family.unwritten). ok is false when the worker
+// must stop.
+func (p *partition[K, V]) routeSource(rec *kgo.Record) (route, tier int, ok bool) {
+	for {
+		route, tier, wait := p.fam.route(string(rec.Key), rec.Offset)
+		if wait == nil {
+			return route, tier, true
+		}
+		// On the worker, its own letters in flight are reaped as they
+		// end, so that a failed one is written again (here); on a lane
+		// or shard, the worker does it.
+		var head <-chan struct{}
+		if !p.lanes.on() {
+			l, ok := p.reap()
+			if !ok {
+				return 0, 0, false
+			}
+			if l != nil {
+				head = l.cur.done
+			}
+		}
+		select {
+		case <-wait:
+		case <-head:
+		case <-p.ctx.Done():
+			return 0, 0, false
+		}
+	}
 }
 
 // untrack tells the family that o is settled.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -741,4 +742,147 @@ func TestExactlyOnceConcurrencySkippedLetterCommitted(t *testing.T) {
 			t.Errorf("committed %d; want 10, past the skipped record", got)
 		}
 	})
+}
+
+// Defect (chaos seed 9930052): a record parked behind its key while the copy
+// of an earlier record of the key, its first, was still being written to
+// another tier. That write never ended (its tier's broker hung), the later
+// copy was acknowledged, and the partitions moved: the next owner handled
+// the earlier record at its source while it handled the later one from its
+// tier, at the same time. A park now waits for such a copy first.
+func TestRetryTopicsParkWaitsForEarlierCopy(t *testing.T) {
+	for _, mode := range []string{"one", "lanes", "batches"} {
+		t.Run(mode, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode) }) })
+	}
+}
+
+func testParkWaitsForEarlierCopy(t *testing.T, mode string) {
+	c := kafkatest.NewVirtual(t, kfake.NumBrokers(2), kfake.Ports(9092, 9093))
+	topic := c.Topic(t, "parkwait", 1)
+	cfg := virtualConfig(t, c, topic, serde.String())
+	cfg.Key = serde.String()
+	cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}}
+	cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.ActionRetryTopic}
+	cfg.DeadLetter.WriteTimeout = time.Second
+	cfg.DurableAttempts.Disable = true // its topic would be created on either broker
+	first := cfg.RetryTopics.TierTopic(topic, cfg.Group, 100*time.Millisecond)
+	second := cfg.RetryTopics.TierTopic(topic, cfg.Group, 200*time.Millisecond)
+	adm := kadm.NewClient(c.Client(t))
+	for _, tier := range []string{first, second} {
+		if _, err := adm.CreateTopic(context.Background(), 1, -1, nil, tier); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hangNode := 1 - c.Fake().LeaderFor(topic, 0)
+	if err := c.Fake().MoveTopicPartition(first, 0, hangNode); err != nil {
+		t.Fatal(err)
+	}
+	var hang atomic.Bool
+	c.Fake().ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		return nil, nil, hang.Load() && c.Fake().CurrentNode() == hangNode // swallowed: never answered
+	})
+
+	type call struct {
+		value      string
+		start, end time.Time
+		ok         bool
+	}
+	var mu sync.Mutex
+	var calls []call
+	handle := func(r *consumer.Record[string, string]) error {
+		start := time.Now()
+		mu.Lock()
+		tries := 0
+		for _, c := range calls {
+			if c.value == r.Value {
+				tries++
+			}
+		}
+		mu.Unlock()
+		var err error
+		switch {
+		case r.Value == "r0" && tries < 2: // fails at its source and in the first tier
+			err = failure.Transient(errors.New("r0 fails"))
+		case r.Value == "r1":
+			time.Sleep(50 * time.Millisecond)
+		}
+		mu.Lock()
+		calls = append(calls, call{r.Value, start, time.Now(), err == nil})
+		mu.Unlock()
+		return err
+	}
+	switch mode {
+	case "one", "lanes":
+		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error { return handle(r) }
+		if mode == "lanes" {
+			cfg.Concurrency = consumer.Concurrency{Max: 4}
+		}
+	case "batches":
+		cfg.Batching = consumer.Batching{Size: 10, Linger: 5 * time.Millisecond}
+		cfg.BatchHandler = func(_ context.Context, batch []*consumer.Record[string, string]) error {
+			errs := map[int]error{}
+			for i, r := range batch {
+				if err := handle(r); err != nil {
+					errs[i] = err
+				}
+			}
+			if len(errs) > 0 {
+				return &consumer.BatchError{Errs: errs}
+			}
+			return nil
+		}
+	}
+	prod := c.Client(t, kgo.ProducerLinger(0))
+	produce := func(v string) {
+		kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte(v)})
+	}
+	forwarded := func(cons *consumer.Consumer[string, string], n uint64) {
+		t.Helper()
+		for i := 0; cons.Stats().Forwarded < n; i++ {
+			if i == 1000 {
+				t.Fatalf("%d records forwarded; want %d", cons.Stats().Forwarded, n)
+			}
+			elapse(10 * time.Millisecond)
+		}
+	}
+
+	produce("r0")
+	cons, stop := startInBubble(t, cfg)
+	forwarded(cons, 1) // r0 is in the first tier
+	// Only the first tier is led by the broker that hangs.
+	for _, other := range []string{topic, second, topic + ".dlq"} {
+		if err := c.Fake().MoveTopicPartition(other, 0, 1-hangNode); err != nil {
+			t.Fatal(other, err)
+		}
+	}
+	hang.Store(true)
+	produce("r1")      // parked behind r0 in the first tier: never acknowledged
+	forwarded(cons, 2) // r0 failed in the first tier: it is in the second
+	produce("r2")      // to be parked behind r0 in the second tier
+	elapse(time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	hang.Store(false)
+	_, stop = startInBubble(t, cfg) // the next owner
+	elapse(3 * time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	var r1Done, r2Start time.Time
+	for _, c := range calls {
+		if c.value == "r1" && c.ok && r1Done.IsZero() {
+			r1Done = c.end
+		}
+		if c.value == "r2" && r2Start.IsZero() {
+			r2Start = c.start
+		}
+	}
+	if r1Done.IsZero() || r2Start.IsZero() || r2Start.Before(r1Done) {
+		t.Errorf("r1 first succeeded at %v, r2 first began at %v; want r2 after r1 (calls %+v)", r1Done, r2Start, calls)
+	}
 }
