@@ -211,9 +211,9 @@ func TestFamilyTierGone(t *testing.T) {
 
 // TestFamilyUnwritten: a source record parked behind its key waits while an
 // earlier record's first copy is not acknowledged and would leave it back at
-// its source if lost: a write in flight to another tier, or a failed one. A
-// write in flight to the same tier, a copy with one before it, and a copy
-// whose writer stopped do not hold it; the wait ends at the write's end.
+// its source if lost: a write in flight (to any tier), or a failed one. A
+// copy with one before it and a copy whose writer stopped do not hold it;
+// the wait ends at the write's end.
 func TestFamilyUnwritten(t *testing.T) {
 	f := newFamily("orders", 0, 100)
 	worker := make(chan struct{})
@@ -233,8 +233,8 @@ func TestFamilyUnwritten(t *testing.T) {
 	}
 	f.put("b", 1, 0, 1, worker)
 	f.sending("b", 1, 1)
-	if _, wait := route("b", 2); wait != nil {
-		t.Fatal("b@2 waits for b@1 in flight to the same tier")
+	if _, wait := route("b", 2); wait == nil {
+		t.Fatal("b@2 does not wait for b@1 in flight to the same tier")
 	}
 
 	_, wait := route("a", 3)

@@ -477,27 +477,28 @@ func (f *family) route(key string, offset int64) (route, tier int, wait <-chan s
 		}
 	}
 	if es[0].offset < offset {
-		return routePark, es[0].tier, f.unwritten(es, offset, es[0].tier)
+		return routePark, es[0].tier, f.unwritten(es, offset)
 	}
 	return routeProcess, 0, nil
 }
 
-// unwritten returns, when a source record at offset is to be parked in
-// tier, a channel closed at the family's next change if an earlier record
-// of its key (in es) would be back at its source should its copy be lost:
-// its copy, the record's first, is not acknowledged, and is either in
-// another tier or its write failed (to be written again). It returns nil
-// otherwise. Parked now, the record could be in the tiers while the earlier
-// one is not: the next owner of the partitions would handle both at once,
-// one at its source and one in a tier. A write in flight to the same tier
-// partition is ordered before this one by the producer. f.mu is held.
-func (f *family) unwritten(es []entry, offset int64, tier int) <-chan struct{} {
+// unwritten returns, when a source record at offset is to be parked, a
+// channel closed at the family's next change if an earlier record of its
+// key (in es) would be back at its source should its copy be lost: that
+// copy, the record's first, is not acknowledged yet (in flight, or failed
+// and to be written again). It returns nil otherwise. Parked now, the
+// record could be in the tiers while the earlier one is not: the next owner
+// of the partitions would handle both at once, one at its source and one in
+// a tier. Not even a write to the same tier partition is ordered before
+// this one: the producer fails only the records it holds with a failed one,
+// and a large letter goes through another client. f.mu is held.
+func (f *family) unwritten(es []entry, offset int64) <-chan struct{} {
 	for i := range es {
 		e := &es[i]
 		if e.offset >= offset {
 			break
 		}
-		if e.at < 0 && e.prev.at < 0 && !e.lost() && (e.tier != tier || e.writing == 0) {
+		if e.at < 0 && e.prev.at < 0 && !e.lost() {
 			if f.changed == nil {
 				f.changed = make(chan struct{})
 			}
@@ -531,6 +532,7 @@ func (f *family) find(key string, offset int64) (es []entry, i int, found bool) 
 func (f *family) put(key string, offset int64, tier, forwards int, by <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.wakeChanged()
 	es, i, found := f.find(key, offset)
 	e := entry{offset: offset, tier: tier, forwards: forwards, at: -1, by: by, prev: copyAt{at: -1}}
 	if found {
@@ -564,6 +566,7 @@ func (f *family) restore(key string, offset int64, tier, forwards int, at int64)
 
 // add records a copy in tier at offset at of its partition. f.mu is held.
 func (f *family) add(key string, offset int64, tier, forwards int, at int64) {
+	defer f.wakeChanged()
 	es, i, found := f.find(key, offset)
 	switch {
 	case !found:
@@ -590,13 +593,13 @@ func (f *family) sending(key string, offset int64, forwards int) {
 func (f *family) sent(key string, offset int64, forwards int, at int64, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.wakeChanged()
 	es, i, found := f.find(key, offset)
 	if !found || es[i].forwards != forwards {
 		return
 	}
 	e := &es[i]
 	e.writing--
-	f.wakeChanged()
 	if err == nil {
 		e.at = max(e.at, at)
 		return
@@ -1089,22 +1092,24 @@ func (p *partition[K, V]) routeSource(rec *kgo.Record) (route, tier int, ok bool
 		if wait == nil {
 			return route, tier, true
 		}
-		// On the worker, its own letters in flight are reaped as they
-		// end, so that a failed one is written again (here); on a lane
-		// or shard, the worker does it.
-		var head <-chan struct{}
+		// On the worker, its own letters are waited for in turn (a failed
+		// one is written again, a long wait shows in Stats.Stuck and an
+		// operator can skip it); on a lane or shard, the worker does it.
 		if !p.lanes.on() {
+			p.ledger.flush()
 			l, ok := p.reap()
 			if !ok {
 				return 0, 0, false
 			}
 			if l != nil {
-				head = l.cur.done
+				if !p.awaitLetter(l, false) {
+					return 0, 0, false
+				}
+				continue
 			}
 		}
 		select {
 		case <-wait:
-		case <-head:
 		case <-p.ctx.Done():
 			return 0, 0, false
 		}

@@ -749,14 +749,17 @@ func TestExactlyOnceConcurrencySkippedLetterCommitted(t *testing.T) {
 // another tier. That write never ended (its tier's broker hung), the later
 // copy was acknowledged, and the partitions moved: the next owner handled
 // the earlier record at its source while it handled the later one from its
-// tier, at the same time. A park now waits for such a copy first.
+// tier, at the same time. A park now waits for such a copy first; a long
+// wait shows the partition stuck on the earlier record, which an operator
+// can skip.
 func TestRetryTopicsParkWaitsForEarlierCopy(t *testing.T) {
 	for _, mode := range []string{"one", "lanes", "batches"} {
-		t.Run(mode, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode) }) })
+		t.Run(mode, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, false) }) })
+		t.Run(mode+"/skipped", func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, true) }) })
 	}
 }
 
-func testParkWaitsForEarlierCopy(t *testing.T, mode string) {
+func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
 	c := kafkatest.NewVirtual(t, kfake.NumBrokers(2), kfake.Ports(9092, 9093))
 	topic := c.Topic(t, "parkwait", 1)
 	cfg := virtualConfig(t, c, topic, serde.String())
@@ -804,6 +807,8 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string) {
 		switch {
 		case r.Value == "r0" && tries < 2: // fails at its source and in the first tier
 			err = failure.Transient(errors.New("r0 fails"))
+		case r.Value == "r0" && skip: // in the second tier for a while: r2 waits for r1 meanwhile
+			time.Sleep(5 * time.Second)
 		case r.Value == "r1":
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -861,6 +866,29 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string) {
 	forwarded(cons, 2) // r0 failed in the first tier: it is in the second
 	produce("r2")      // to be parked behind r0 in the second tier
 	elapse(time.Second)
+	if skip {
+		elapse(2 * time.Second)
+		st := cons.Stats()
+		if len(st.Stuck) != 1 || st.Stuck[0].Topic != topic || st.Stuck[0].Offset != 1 {
+			t.Fatalf("Stats.Stuck = %+v; want the source partition stuck on r1's copy (offset 1)", st.Stuck)
+		}
+		if err := cons.Skip(topic, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		elapse(6 * time.Second) // r2 is parked behind r0, then processed
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if st := cons.Stats(); st.Skipped != 1 || len(st.Stuck) != 0 {
+			t.Errorf("stats: skipped %d, stuck %+v; want r1 skipped, nothing stuck", st.Skipped, st.Stuck)
+		}
+		if c := calls[len(calls)-1]; c.value != "r2" || !c.ok {
+			t.Errorf("calls %+v; want r2 processed last, once r1 was skipped", calls)
+		}
+		return
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
