@@ -49,7 +49,7 @@ import (
 // parked: forwarded behind it (HeaderRetryParked), and processed in source
 // order once it is settled (processed, dead-lettered or skipped). A park waits
 // while the first copy of an earlier record of the key is still being written
-// to another tier, or its write failed: lost, that record would be back at its
+// to a tier, or its write failed: lost, that record would be back at its
 // source while the parked one was in a tier. Keys without a record in the
 // tiers are not delayed at all. Records without a key (a nil
 // key) are not ordered: each is retried on its own, and later unkeyed records
