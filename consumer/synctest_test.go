@@ -754,8 +754,12 @@ func TestExactlyOnceConcurrencySkippedLetterCommitted(t *testing.T) {
 // can skip.
 func TestRetryTopicsParkWaitsForEarlierCopy(t *testing.T) {
 	for _, mode := range []string{"one", "lanes", "batches"} {
-		t.Run(mode, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, false) }) })
-		t.Run(mode+"/skipped", func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, true) }) })
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, false) })
+		})
+		t.Run(mode+"/skipped", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, true) })
+		})
 	}
 }
 
