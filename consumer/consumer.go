@@ -740,7 +740,11 @@ func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who 
 // recovered, or is stuck on another record: an operator never skips a record
 // they did not see), and [ErrNotAssigned] when this member does not own it.
 // A try of the record already under way that succeeds settles it as
-// processed instead.
+// processed instead. A record skipped while its copy was being written to a
+// retry tier keeps its place in its key's order: should the copy land, the
+// later records of its key wait for it there, and it is settled as skipped
+// without being handled (by this member; another that reads the copy after
+// a rebalance handles it).
 // On a share-group member it acts on a record the member retries in place
 // (ACCEPT: the group never delivers it again).
 //

@@ -257,7 +257,7 @@ func (p *partition[K, V]) awaitLaneRoom() bool {
 			return false
 		}
 		if full && head != nil {
-			if !p.awaitLetter(head, false) {
+			if !p.awaitLetter(head, nil) {
 				return false
 			}
 			continue
@@ -376,7 +376,7 @@ func (p *partition[K, V]) idleLanes() bool {
 			return true
 		}
 	}
-	return p.awaitLetter(head, true)
+	return p.awaitLetter(head, p.wake)
 }
 
 // setHeld pauses the partition's fetching while it cannot take more records

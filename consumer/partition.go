@@ -290,7 +290,7 @@ func (p *partition[K, V]) idle() bool {
 			return true
 		}
 	}
-	return p.awaitLetter(head, true)
+	return p.awaitLetter(head, p.wake)
 }
 
 // reap takes acknowledged letters off the front of the ledger, rewriting a
@@ -317,15 +317,11 @@ func (p *partition[K, V]) settleLetter(rec *kgo.Record, l *letter) bool {
 	return p.handoff(rec, nil, l)
 }
 
-// awaitLetter waits for the latest write of l (with wake, also for new
-// records). After stuckAfter the partition shows as stuck on l's record, and
-// an operator skip settles l as skipped. It returns false when the worker
-// must stop.
-func (p *partition[K, V]) awaitLetter(l *letter, wake bool) bool {
-	var woken chan struct{}
-	if wake {
-		woken = p.wake
-	}
+// awaitLetter waits for the latest write of l, or a signal on woken (nil:
+// none), such as new records. After stuckAfter the partition shows as stuck
+// on l's record, and an operator skip settles l as skipped. It returns false
+// when the worker must stop.
+func (p *partition[K, V]) awaitLetter(l *letter, woken <-chan struct{}) bool {
 	t := time.NewTimer(stuckAfter)
 	defer t.Stop()
 	select {
@@ -442,7 +438,12 @@ func (p *partition[K, V]) letterDone(l *letter) {
 	}
 	switch {
 	case l.skipped != "" && l.kind != kindDead:
-		p.untrack(&origin{rec: l.src, keyed: true})
+		// A copy that may yet land keeps its entry: it is settled as
+		// skipped where it lands, and the later records of its key wait
+		// for it there (family.skip).
+		if r := l.fam; r == nil || !r.f.skip(r.key, r.offset, r.forwards) {
+			p.untrack(&origin{rec: l.src, keyed: true})
+		}
 	case l.kind == kindForward:
 		p.outcome(l.src, l.stage, l.class, OutcomeForwarded)
 		p.log.info("record forwarded to a retry tier", l.src, "stage", l.stage, "class", l.class, "retry_topic", l.tmpl.Topic, "attempts", l.attempts, "err", l.cause)

@@ -371,6 +371,9 @@ type entry struct {
 	// parked again): where the record still is if the current copy is
 	// never written. prev.at is -1 when there is none (a source forward).
 	prev copyAt
+	// skipped: an operator skipped the record while its copy could still
+	// land (see skip).
+	skipped bool
 }
 
 // copyAt is where one copy of a record is: its tier, offset and forwards.
@@ -604,9 +607,40 @@ func (f *family) sent(key string, offset int64, forwards int, at int64, err erro
 		e.at = max(e.at, at)
 		return
 	}
+	if e.skipped && e.writing == 0 && e.at < 0 {
+		f.remove(key, es, i) // skipped, and its copy never landed
+		return
+	}
 	if e.lost() {
 		e.fallBack()
 	}
+}
+
+// skip records that an operator skipped the record of key at offset, whose
+// copy (forwarded forwards times) is being written or was acknowledged: it
+// may be in its tier, where the later records of its key are parked behind
+// it, so the entry stays, and the copy is settled as skipped where it lands
+// (skippedCopy); a write that fails drops it (sent). It reports whether the
+// entry stays; otherwise the caller settles it.
+func (f *family) skip(key string, offset int64, forwards int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es, i, found := f.find(key, offset)
+	if !found || es[i].forwards != forwards || (es[i].writing == 0 && es[i].at < 0) {
+		return false
+	}
+	es[i].skipped = true
+	return true
+}
+
+// skippedCopy reports whether the tier copy of the record of key at offset,
+// forwarded forwards times, is of a record an operator skipped while it was
+// written (skip): it is settled without being handled.
+func (f *family) skippedCopy(key string, offset int64, forwards int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es, i, found := f.find(key, offset)
+	return found && es[i].forwards == forwards && es[i].skipped
 }
 
 // took records that this member's worker of tier's partition has taken
@@ -1061,6 +1095,11 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 	if p.fam != nil && rec.Key != nil && p.fam.stale(string(rec.Key), st.f.Offset, st.forwards) {
 		return p.settledInTier(rec) // an older copy, read again after a crash: no need to wait for it
 	}
+	if p.fam != nil && rec.Key != nil && p.fam.skippedCopy(string(rec.Key), st.f.Offset, st.forwards) {
+		p.log.info("copy of a record skipped while it was written: not handled", st.original(rec))
+		p.fam.settle(string(rec.Key), st.f.Offset)
+		return p.settledInTier(rec)
+	}
 	if !p.waitDue(st.due) {
 		return false
 	}
@@ -1102,7 +1141,7 @@ func (p *partition[K, V]) routeSource(rec *kgo.Record) (route, tier int, ok bool
 				return 0, 0, false
 			}
 			if l != nil {
-				if !p.awaitLetter(l, false) {
+				if !p.awaitLetter(l, wait) {
 					return 0, 0, false
 				}
 				continue

@@ -64,7 +64,7 @@ func (s ledgerSettler[K, V]) letter(rec *kgo.Record, l *letter) bool {
 		if head == nil || !p.ledger.full() {
 			return true
 		}
-		if !p.awaitLetter(head, false) {
+		if !p.awaitLetter(head, nil) {
 			return false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -751,7 +753,8 @@ func TestExactlyOnceConcurrencySkippedLetterCommitted(t *testing.T) {
 // the earlier record at its source while it handled the later one from its
 // tier, at the same time. A park now waits for such a copy first; a long
 // wait shows the partition stuck on the earlier record, which an operator
-// can skip.
+// can skip: the later record still waits for the copy's write to end, and
+// the copy, once landed, is settled without being handled.
 func TestRetryTopicsParkWaitsForEarlierCopy(t *testing.T) {
 	for _, mode := range []string{"one", "lanes", "batches"} {
 		t.Run(mode, func(t *testing.T) {
@@ -879,7 +882,17 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
 		if err := cons.Skip(topic, 0, 1); err != nil {
 			t.Fatal(err)
 		}
-		elapse(6 * time.Second) // r2 is parked behind r0, then processed
+		// r1's copy may still land: r2 waits for its write to end.
+		elapse(6 * time.Second)
+		mu.Lock()
+		for _, c := range calls {
+			if c.value != "r0" {
+				t.Errorf("%s handled while r1's copy was being written", c.value)
+			}
+		}
+		mu.Unlock()
+		hang.Store(false) // the write is tried again and lands
+		elapse(time.Minute)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -888,8 +901,8 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
 		if st := cons.Stats(); st.Skipped != 1 || len(st.Stuck) != 0 {
 			t.Errorf("stats: skipped %d, stuck %+v; want r1 skipped, nothing stuck", st.Skipped, st.Stuck)
 		}
-		if c := calls[len(calls)-1]; c.value != "r2" || !c.ok {
-			t.Errorf("calls %+v; want r2 processed last, once r1 was skipped", calls)
+		if c := calls[len(calls)-1]; c.value != "r2" || !c.ok || slices.ContainsFunc(calls, func(c call) bool { return c.value == "r1" }) {
+			t.Errorf("calls %+v; want r2 processed last, and r1, skipped, never handled", calls)
 		}
 		return
 	}
@@ -916,5 +929,108 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
 	}
 	if r1Done.IsZero() || r2Start.IsZero() || r2Start.Before(r1Done) {
 		t.Errorf("r1 first succeeded at %v, r2 first began at %v; want r2 after r1 (calls %+v)", r1Done, r2Start, calls)
+	}
+}
+
+// TestRetryTopicsSkipWhileCopyWritten: an operator skips a record whose
+// first copy is still being written to its tier, while a later record of its
+// key waits for that copy. If the copy lands, the later record is parked
+// behind it, and the copy is settled as skipped without being handled; if its
+// write fails, the later record goes on at its source. Either way the
+// skipped record is never handled after the later one.
+func TestRetryTopicsSkipWhileCopyWritten(t *testing.T) {
+	for _, lands := range []bool{true, false} {
+		t.Run(fmt.Sprint("lands=", lands), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testSkipWhileCopyWritten(t, lands) })
+		})
+	}
+}
+
+func testSkipWhileCopyWritten(t *testing.T, lands bool) {
+	c := kafkatest.NewVirtual(t)
+	topic := c.Topic(t, "skipcopy", 1)
+	cfg := virtualConfig(t, c, topic, serde.String())
+	cfg.Key = serde.String()
+	cfg.RetryTopics = consumer.RetryTopics{Tiers: []time.Duration{100 * time.Millisecond}}
+	cfg.Policy.Process.Transient = consumer.Rule{Retry: backoff.MaxAttempts(backoff.Fixed(time.Millisecond), 1), Then: consumer.ActionRetryTopic}
+	cfg.DeadLetter.WriteTimeout = 10 * time.Second
+	tier := cfg.RetryTopics.TierTopic(topic, cfg.Group, 100*time.Millisecond)
+	created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, tier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first write to the tier is answered after 5s: acknowledged, or
+	// refused for good.
+	var delayed atomic.Bool
+	c.Fake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake().KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		toTier := false
+		for _, rt := range pr.Topics {
+			toTier = toTier || rt.Topic == tier || rt.TopicID == created.ID
+		}
+		if !toTier || !delayed.CompareAndSwap(false, true) {
+			return nil, nil, false
+		}
+		c.Fake().SleepControl(func() { time.Sleep(5 * time.Second) })
+		if lands {
+			return nil, nil, false
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRecord.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	var mu sync.Mutex
+	var calls []string
+	cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, r.Value)
+		if r.Value == "r0" {
+			return failure.Transient(errors.New("r0 fails"))
+		}
+		return nil
+	}
+	prod := c.Client(t, kgo.ProducerLinger(0))
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("r0")},
+		&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("r1")})
+	cons, stop := startInBubble(t, cfg)
+	elapse(2 * time.Second) // r0's copy is being written; r1 waits for it
+	st := cons.Stats()
+	if len(st.Stuck) != 1 || st.Stuck[0].Offset != 0 {
+		t.Fatalf("Stats.Stuck = %+v; want the partition stuck on r0's copy (offset 0)", st.Stuck)
+	}
+	if err := cons.Skip(topic, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	elapse(time.Second)
+	mu.Lock()
+	if !slices.Equal(calls, []string{"r0"}) {
+		t.Errorf("calls %v before r0's copy landed or failed; want r1 still waiting", calls)
+	}
+	mu.Unlock()
+	elapse(5 * time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(calls, []string{"r0", "r1"}) {
+		t.Errorf("calls %v; want r0's first try, then r1 (r0 skipped: never handled again)", calls)
+	}
+	if st := cons.Stats(); st.Skipped != 1 || st.Processed != 1 || len(st.Stuck) != 0 {
+		t.Errorf("stats: skipped %d, processed %d, stuck %+v; want r0 skipped once, r1 processed", st.Skipped, st.Processed, st.Stuck)
 	}
 }
