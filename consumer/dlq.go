@@ -311,7 +311,8 @@ type letter struct {
 	lastWait time.Duration
 	shrunk   bool   // the failure headers lost the error message
 	size     int32  // letterSize of tmpl; 0 until newLetter or send computes it
-	skipped  string // why it was settled as skipped instead ("operator", "unwritable")
+	skipped  string // why it was settled as skipped instead ("operator", "unwritable"); set by skip
+	kept     bool   // skipped with its family entry kept (family.skip)
 	kind     letterKind
 	gen      uint64             // dlqTopic.gen of its topic when writable last found it ready
 	fam      *famRef            // the family entry of a keyed tier letter (per-key order), or nil
@@ -404,6 +405,16 @@ func (wr *write) finish(err error) {
 	if h := l.w.hooks; h != nil && l.kind == kindDead {
 		h.DeadLetterWritten(WriteEvent{PartitionEvent: PartitionEvent{l.src.Topic, l.src.Partition},
 			DeadLetterTopic: l.tmpl.Topic, Latency: time.Since(wr.start), Err: err})
+	}
+}
+
+// skip settles l as skipped (why), instead of written. A tier copy that may
+// yet land keeps its place in its key's order at once (family.skip), before
+// its tier's worker can read it.
+func (l *letter) skip(why string) {
+	l.skipped = why
+	if r := l.fam; r != nil && l.kind != kindDead {
+		l.kept = r.f.skip(r.key, r.offset, r.forwards)
 	}
 }
 

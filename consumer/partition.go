@@ -340,16 +340,16 @@ func (p *partition[K, V]) awaitLetter(l *letter, woken <-chan struct{}) bool {
 	defer p.clearStuck(l.at)
 	select {
 	case <-l.cur.done:
-		return true
 	case <-woken:
-		return true
 	case <-rctx.Done():
-		if errors.Is(context.Cause(rctx), errSkipped) {
-			l.skipped = "operator"
-			return true
-		}
+	}
+	switch {
+	case errors.Is(context.Cause(rctx), errSkipped): // a skip taken is never dropped
+		l.skip("operator")
+	case p.ctx.Err() != nil:
 		return false
 	}
+	return true
 }
 
 // rewrite retries a failed dead-letter write until it is acknowledged. The
@@ -378,7 +378,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 			"dlq_topic", l.tmpl.Topic, "attempt", l.tries, "wait", dur(wait), "never_succeeds", never, "err", err)
 		if err := w.rewrite(rctx, l, wait); err != nil {
 			if errors.Is(context.Cause(rctx), errSkipped) {
-				l.skipped = "operator"
+				l.skip("operator")
 				return true
 			}
 			return false
@@ -393,7 +393,7 @@ func (p *partition[K, V]) rewrite(l *letter) bool {
 func (p *partition[K, V]) settleUnwritable(l *letter, err error) (decided, ok bool) {
 	switch p.c.cfg.DeadLetter.Unwritable {
 	case UnwritableSkip:
-		l.skipped = "unwritable"
+		l.skip("unwritable")
 		return true, true
 	case UnwritableHalt:
 		p.log.error("halting: the dead letter can never be written", l.src, "dlq_topic", l.tmpl.Topic, "err", err)
@@ -438,10 +438,10 @@ func (p *partition[K, V]) letterDone(l *letter) {
 	}
 	switch {
 	case l.skipped != "" && l.kind != kindDead:
-		// A copy that may yet land keeps its entry: it is settled as
-		// skipped where it lands, and the later records of its key wait
-		// for it there (family.skip).
-		if r := l.fam; r == nil || !r.f.skip(r.key, r.offset, r.forwards) {
+		// A copy that may yet land kept its entry (letter.skip): it is
+		// settled as skipped where it lands, and the later records of
+		// its key wait for it there.
+		if !l.kept {
 			p.untrack(&origin{rec: l.src, keyed: true})
 		}
 	case l.kind == kindForward:

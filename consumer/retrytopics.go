@@ -1095,11 +1095,6 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 	if p.fam != nil && rec.Key != nil && p.fam.stale(string(rec.Key), st.f.Offset, st.forwards) {
 		return p.settledInTier(rec) // an older copy, read again after a crash: no need to wait for it
 	}
-	if p.fam != nil && rec.Key != nil && p.fam.skippedCopy(string(rec.Key), st.f.Offset, st.forwards) {
-		p.log.info("copy of a record skipped while it was written: not handled", st.original(rec))
-		p.fam.settle(string(rec.Key), st.f.Offset)
-		return p.settledInTier(rec)
-	}
 	if !p.waitDue(st.due) {
 		return false
 	}
@@ -1108,6 +1103,11 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		o.keyed = true
 		if p.fam.stale(string(rec.Key), o.rec.Offset, st.forwards) {
 			return p.settledInTier(rec) // an older copy, read again after a crash
+		}
+		if p.fam.skippedCopy(string(rec.Key), o.rec.Offset, st.forwards) {
+			p.log.info("copy of a record skipped while it was written: not handled", o.rec)
+			p.fam.settle(string(rec.Key), o.rec.Offset)
+			return p.settledInTier(rec)
 		}
 		if tier, lost, ok := p.fam.before(string(rec.Key), o.rec.Offset); ok {
 			if lost {
@@ -1141,7 +1141,7 @@ func (p *partition[K, V]) routeSource(rec *kgo.Record) (route, tier int, ok bool
 				return 0, 0, false
 			}
 			if l != nil {
-				if !p.awaitLetter(l, wait) {
+				if !p.awaitLetter(l, nil) {
 					return 0, 0, false
 				}
 				continue

@@ -882,7 +882,7 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 			"dlq_topic", l.tmpl.Topic, "attempt", tries, "wait", dur(wait), "never_succeeds", never, "err", err)
 		if sleep(rctx, wait, nil) != nil {
 			if errors.Is(context.Cause(rctx), errSkipped) {
-				l.skipped = "operator"
+				l.skip("operator")
 				p.letterDone(l)
 				return p.settler.done(rec, nil)
 			}
