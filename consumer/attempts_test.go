@@ -349,27 +349,36 @@ func refuseWrites(c *kafkatest.Cluster, refusing *atomic.Bool, to *atomic.Pointe
 			return nil, nil, false
 		}
 		refused.Add(1)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			code := kerr.NotLeaderForPartition.Code
-			if isRefused(rt) {
-				code = kerr.InvalidRecord.Code
+		return refusal(pr, func(t kmsg.ProduceRequestTopic) int16 {
+			if isRefused(t) {
+				return kerr.InvalidRecord.Code
 			}
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+			return kerr.NotLeaderForPartition.Code
+		}), nil, true
 	})
 	return refused
 }
+
+// refusal answers pr with an error for each of its partitions: code(t) for
+// those of topic t.
+func refusal(pr *kmsg.ProduceRequest, code func(t kmsg.ProduceRequestTopic) int16) *kmsg.ProduceResponse {
+	resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+	resp.Version = pr.Version
+	for _, rt := range pr.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code(rt)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// invalidRecord is a refusal code for every topic: the write fails at once.
+func invalidRecord(kmsg.ProduceRequestTopic) int16 { return kerr.InvalidRecord.Code }
 
 // letterHandedOver runs a member of group (configured by mod1, with a
 // handler that always fails) until a letter write of topic's one record has
