@@ -744,7 +744,9 @@ func (c *Consumer[K, V]) DeadLetter(topic string, part int32, offset int64, who 
 // retry tier keeps its place in its key's order: should the copy land, the
 // later records of its key wait for it there, and it is settled as skipped
 // without being handled (by this member; another that reads the copy after
-// a rebalance handles it).
+// a rebalance handles it). While a later record of its key waits for that
+// write, the partition shows as stuck on the skipped record again; skipped
+// again, it no longer holds its key (its copy, should it land, is handled).
 // On a share-group member it acts on a record the member retries in place
 // (ACCEPT: the group never delivers it again).
 //

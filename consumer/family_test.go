@@ -213,7 +213,8 @@ func TestFamilyTierGone(t *testing.T) {
 // earlier record's first copy is not acknowledged and would leave it back at
 // its source if lost: a write in flight (to any tier), or a failed one. A
 // copy with one before it and a copy whose writer stopped do not hold it;
-// the wait ends at the write's end.
+// the wait ends at the write's end. A record skipped while its copy is in
+// flight holds its key until the write ends.
 func TestFamilyUnwritten(t *testing.T) {
 	f := newFamily("orders", 0, 100)
 	worker := make(chan struct{})
@@ -258,6 +259,40 @@ func TestFamilyUnwritten(t *testing.T) {
 	f.sending("c", 1, 2)
 	if _, wait := route("c", 2); wait != nil {
 		t.Fatal("c@2 waits for c@1, which has a copy before the one in flight")
+	}
+
+	// Skipped while being written: the entry stays, and holds its key,
+	// until the write ends; landed, its copy is settled as skipped.
+	for _, lands := range []bool{true, false} {
+		f.put("s", 1, 0, 1, worker)
+		f.sending("s", 1, 1)
+		if !f.skip("s", 1, 1) {
+			t.Fatal("a copy in flight, skipped, does not keep its entry")
+		}
+		if at, ok := f.skippedBefore("s", 2); !ok || at != 1 {
+			t.Fatalf("skippedBefore(s, 2) = %d %v; want s@1", at, ok)
+		}
+		if _, wait := route("s", 2); wait == nil {
+			t.Fatal("s@2 does not wait for s@1, skipped while its copy is in flight")
+		}
+		if lands {
+			f.sent("s", 1, 1, 5, nil)
+			if !f.skippedCopy("s", 1, 1) {
+				t.Fatal("the landed copy of s@1 is not known as skipped")
+			}
+			f.settle("s", 1) // as its tier's worker does
+		} else {
+			f.sent("s", 1, 1, -1, errors.New("write failed"))
+		}
+		if r, _, wait := f.route("s", 2); r != routeProcess || wait != nil {
+			t.Fatalf("lands=%v: route(s, 2) = %d, wait %v; want it processed", lands, r, wait)
+		}
+	}
+	f.put("t", 1, 0, 1, worker)
+	f.sending("t", 1, 1)
+	f.sent("t", 1, 1, -1, errors.New("write failed"))
+	if f.skip("t", 1, 1) {
+		t.Fatal("a copy whose write failed, skipped, keeps its entry")
 	}
 
 	f.put("d", 1, 0, 1, worker)

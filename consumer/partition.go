@@ -344,6 +344,7 @@ func (p *partition[K, V]) awaitLetter(l *letter, woken <-chan struct{}) bool {
 	case <-rctx.Done():
 	}
 	switch {
+	case l.isDone() && l.ok(): // written: a skip taken meanwhile comes too late
 	case errors.Is(context.Cause(rctx), errSkipped): // a skip taken is never dropped
 		l.skip("operator")
 	case p.ctx.Err() != nil:
@@ -454,7 +455,11 @@ func (p *partition[K, V]) letterDone(l *letter) {
 	}
 	if l.skipped != "" {
 		p.outcome(l.src, l.stage, l.class, OutcomeSkipped)
-		p.log.warn("record skipped: its dead letter was not written", l.src, "stage", l.stage, "why", l.skipped, "dlq_topic", l.tmpl.Topic, "err", l.cause)
+		msg := "record skipped: its dead letter was not written"
+		if l.kept {
+			msg = "record skipped while its copy was being written to a retry tier: should the copy land, it is not handled here"
+		}
+		p.log.warn(msg, l.src, "stage", l.stage, "why", l.skipped, "dlq_topic", l.tmpl.Topic, "err", l.cause)
 		return
 	}
 	p.outcome(l.src, l.stage, l.class, OutcomeDeadLettered)

@@ -635,12 +635,29 @@ func (f *family) skip(key string, offset int64, forwards int) bool {
 
 // skippedCopy reports whether the tier copy of the record of key at offset,
 // forwarded forwards times, is of a record an operator skipped while it was
-// written (skip): it is settled without being handled.
+// being written (skip): it is settled without being handled.
 func (f *family) skippedCopy(key string, offset int64, forwards int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	es, i, found := f.find(key, offset)
 	return found && es[i].forwards == forwards && es[i].skipped
+}
+
+// skippedBefore returns the offset of an earlier record of key than offset
+// that an operator skipped while its copy was being written (skip), and
+// whose copy is not acknowledged yet.
+func (f *family) skippedBefore(key string, offset int64) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.keys[key] {
+		if e.offset >= offset {
+			break
+		}
+		if e.skipped && e.at < 0 {
+			return e.offset, true
+		}
+	}
+	return 0, false
 }
 
 // took records that this member's worker of tier's partition has taken
@@ -1105,7 +1122,7 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 			return p.settledInTier(rec) // an older copy, read again after a crash
 		}
 		if p.fam.skippedCopy(string(rec.Key), o.rec.Offset, st.forwards) {
-			p.log.info("copy of a record skipped while it was written: not handled", o.rec)
+			p.log.info("copy of a record skipped while it was being written: not handled", o.rec)
 			p.fam.settle(string(rec.Key), o.rec.Offset)
 			return p.settledInTier(rec)
 		}
@@ -1147,11 +1164,67 @@ func (p *partition[K, V]) routeSource(rec *kgo.Record) (route, tier int, ok bool
 				continue
 			}
 		}
-		select {
-		case <-wait:
-		case <-p.ctx.Done():
+		if !p.awaitCopy(rec, wait) {
 			return 0, 0, false
 		}
+	}
+}
+
+// errSkippedCopy is why a partition waits for the copy of a skipped record
+// (awaitCopy).
+var errSkippedCopy = errors.New("this record was skipped while its copy was being written to a retry tier; " +
+	"a later record of its key waits until that write ends: skip it again to let the key go on (a copy that lands is then handled)")
+
+// awaitCopy waits for the family to change (wait), for rec's park. When that
+// lasts stuckAfter for the copy of a record an operator skipped while it was
+// being written (family.skip), the partition shows as stuck on that record:
+// skipped again, it no longer holds its key, and its copy, should it land,
+// is handled. It returns false when the worker must stop.
+func (p *partition[K, V]) awaitCopy(rec *kgo.Record, wait <-chan struct{}) bool {
+	t := time.NewTimer(stuckAfter)
+	defer t.Stop()
+	select {
+	case <-wait:
+		return true
+	case <-p.ctx.Done():
+		return false
+	case <-t.C:
+	}
+	key := string(rec.Key)
+	at, ok := p.fam.skippedBefore(key, rec.Offset)
+	if !ok {
+		select {
+		case <-wait:
+			return true
+		case <-p.ctx.Done():
+			return false
+		}
+	}
+	rctx, rcancel := context.WithCancelCause(p.ctx)
+	defer rcancel(nil)
+	p.setStuck(stuck{offset: at, reason: StuckDeadLetter, lastErr: errSkippedCopy, cancel: rcancel})
+	defer p.clearStuck(at)
+	for {
+		select {
+		case <-wait:
+		case <-rctx.Done():
+		}
+		switch {
+		case errors.Is(context.Cause(rctx), errSkipped):
+			p.c.log.Warn("record skipped again: the later records of its key no longer wait for its copy, which is handled should it land",
+				"topic", p.topic, "partition", p.part, "offset", at, "waiting_offset", rec.Offset)
+			p.fam.settle(key, at)
+			return true
+		case p.ctx.Err() != nil:
+			return false
+		}
+		// Woken by another change of the family: still waiting for that
+		// copy, the partition stays stuck on it.
+		_, _, w := p.fam.route(key, rec.Offset)
+		if still, ok := p.fam.skippedBefore(key, rec.Offset); w == nil || !ok || still != at {
+			return true
+		}
+		wait = w
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -752,20 +753,26 @@ func TestExactlyOnceConcurrencySkippedLetterCommitted(t *testing.T) {
 // the earlier record at its source while it handled the later one from its
 // tier, at the same time. A park now waits for such a copy first; a long
 // wait shows the partition stuck on the earlier record, which an operator
-// can skip: the later record still waits for the copy's write to end, and
-// the copy, once landed, is settled without being handled.
+// can skip: the later record still waits for the copy's write to end (the
+// partition shows stuck on the skipped record meanwhile), and the copy, once
+// landed, is settled without being handled. Skipped again, the skipped
+// record no longer holds its key.
 func TestRetryTopicsParkWaitsForEarlierCopy(t *testing.T) {
 	for _, mode := range []string{"one", "lanes", "batches"} {
 		t.Run(mode, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, false) })
+			synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, 0) })
 		})
 		t.Run(mode+"/skipped", func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, true) })
+			synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, 1) })
+		})
+		t.Run(mode+"/skipped-twice", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testParkWaitsForEarlierCopy(t, mode, 2) })
 		})
 	}
 }
 
-func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
+// testParkWaitsForEarlierCopy skips r1 that many times (0-2).
+func testParkWaitsForEarlierCopy(t *testing.T, mode string, skips int) {
 	c := kafkatest.NewVirtual(t, kfake.NumBrokers(2), kfake.Ports(9092, 9093))
 	topic := c.Topic(t, "parkwait", 1)
 	cfg := virtualConfig(t, c, topic, serde.String())
@@ -813,7 +820,7 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
 		switch {
 		case r.Value == "r0" && tries < 2: // fails at its source and in the first tier
 			err = failure.Transient(errors.New("r0 fails"))
-		case r.Value == "r0" && skip: // in the second tier for a while: r2 waits for r1 meanwhile
+		case r.Value == "r0" && skips > 0: // in the second tier for a while: r2 waits for r1 meanwhile
 			time.Sleep(5 * time.Second)
 		case r.Value == "r1":
 			time.Sleep(50 * time.Millisecond)
@@ -872,7 +879,7 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
 	forwarded(cons, 2) // r0 failed in the first tier: it is in the second
 	produce("r2")      // to be parked behind r0 in the second tier
 	elapse(time.Second)
-	if skip {
+	if skips > 0 {
 		elapse(2 * time.Second)
 		st := cons.Stats()
 		if len(st.Stuck) != 1 || st.Stuck[0].Topic != topic || st.Stuck[0].Offset != 1 {
@@ -890,6 +897,28 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skip bool) {
 			}
 		}
 		mu.Unlock()
+		st = cons.Stats()
+		if len(st.Stuck) != 1 || st.Stuck[0].Offset != 1 || !strings.Contains(st.Stuck[0].LastError, "skip it again") {
+			t.Fatalf("Stats.Stuck = %+v; want the partition stuck on r1, skipped, whose copy is being written", st.Stuck)
+		}
+		if skips == 2 {
+			if err := cons.Skip(topic, 0, 1); err != nil {
+				t.Fatal(err)
+			}
+			elapse(time.Second)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if st := cons.Stats(); st.Skipped != 1 || len(st.Stuck) != 0 {
+				t.Errorf("stats: skipped %d, stuck %+v; want r1 skipped once, nothing stuck", st.Skipped, st.Stuck)
+			}
+			if c := calls[len(calls)-1]; c.value != "r2" || !c.ok {
+				t.Errorf("calls %+v; want r2 processed once r1 was skipped again", calls)
+			}
+			return
+		}
 		hang.Store(false) // the write is tried again and lands
 		elapse(time.Minute)
 		if err := stop(); err != nil {
