@@ -630,6 +630,21 @@ func (f *family) skip(key string, offset int64, forwards int) bool {
 		return false
 	}
 	es[i].skipped = true
+	f.wakeChanged() // a park waiting for it shows it (awaitCopy)
+	return true
+}
+
+// unskip drops the entry of the record of key at offset, skipped while its
+// copy was being written, if that write has not ended: an operator skipped
+// it again (awaitCopy). It reports whether it did.
+func (f *family) unskip(key string, offset int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es, i, found := f.find(key, offset)
+	if !found || !es[i].skipped || es[i].at >= 0 {
+		return false
+	}
+	f.remove(key, es, i)
 	return true
 }
 
@@ -643,9 +658,9 @@ func (f *family) skippedCopy(key string, offset int64, forwards int) bool {
 	return found && es[i].forwards == forwards && es[i].skipped
 }
 
-// skippedBefore returns the offset of an earlier record of key than offset
-// that an operator skipped while its copy was being written (skip), and
-// whose copy is not acknowledged yet.
+// skippedBefore returns the offset of the earlier record of key than offset
+// whose copy a park of offset waits for (unwritten), if an operator skipped
+// it while that copy was being written (skip).
 func (f *family) skippedBefore(key string, offset int64) (int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -653,8 +668,8 @@ func (f *family) skippedBefore(key string, offset int64) (int64, bool) {
 		if e.offset >= offset {
 			break
 		}
-		if e.skipped && e.at < 0 {
-			return e.offset, true
+		if e.at < 0 && e.prev.at < 0 && !e.lost() {
+			return e.offset, e.skipped
 		}
 	}
 	return 0, false
@@ -1211,9 +1226,10 @@ func (p *partition[K, V]) awaitCopy(rec *kgo.Record, wait <-chan struct{}) bool 
 		}
 		switch {
 		case errors.Is(context.Cause(rctx), errSkipped):
-			p.c.log.Warn("record skipped again: the later records of its key no longer wait for its copy, which is handled should it land",
-				"topic", p.topic, "partition", p.part, "offset", at, "waiting_offset", rec.Offset)
-			p.fam.settle(key, at)
+			if p.fam.unskip(key, at) { // not if its copy landed meanwhile: then it is settled as skipped there
+				p.c.log.Warn("record skipped again: the later records of its key no longer wait for its copy, which is handled should it land",
+					"topic", p.topic, "partition", p.part, "offset", at, "waiting_offset", rec.Offset)
+			}
 			return true
 		case p.ctx.Err() != nil:
 			return false

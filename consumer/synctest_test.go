@@ -821,7 +821,7 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skips int) {
 		case r.Value == "r0" && tries < 2: // fails at its source and in the first tier
 			err = failure.Transient(errors.New("r0 fails"))
 		case r.Value == "r0" && skips > 0: // in the second tier for a while: r2 waits for r1 meanwhile
-			time.Sleep(5 * time.Second)
+			time.Sleep(time.Minute) // the family stays quiet: nothing else wakes the wait
 		case r.Value == "r1":
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -905,7 +905,7 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skips int) {
 			if err := cons.Skip(topic, 0, 1); err != nil {
 				t.Fatal(err)
 			}
-			elapse(time.Second)
+			elapse(2 * time.Minute) // r2 is parked behind r0, then handled
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -920,7 +920,7 @@ func testParkWaitsForEarlierCopy(t *testing.T, mode string, skips int) {
 			return
 		}
 		hang.Store(false) // the write is tried again and lands
-		elapse(time.Minute)
+		elapse(2 * time.Minute)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
