@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -178,10 +179,19 @@ func (tb *tab) providerLogin(t *testing.T, user string) {
 	t.Helper()
 	tb.step(t, "the provider's login form", chromedp.Click("#login-oidc", chromedp.ByID), chromedp.WaitVisible("#password", chromedp.ByID))
 	tb.screenshot(t, "oidc-provider-form")
+	// The provider's form is filled and sent in one script, in the page:
+	// right after the cross-origin navigation to the provider, Chromium may
+	// still replace the document chromedp has node ids of ("Could not find
+	// node with given id"); a script holds no node ids.
+	fill := fmt.Sprintf(`(() => {
+		document.querySelector("#login").value = %q;
+		document.querySelector("#password").value = "password";
+		document.querySelector("#submit-login").click();
+		return true;
+	})()`, user)
 	tb.step(t, "log in at the provider as "+user,
-		chromedp.SendKeys("#login", user, chromedp.ByID),
-		chromedp.SendKeys("#password", "password", chromedp.ByID),
-		chromedp.Click("#submit-login", chromedp.ByID),
+		chromedp.WaitVisible("#submit-login", chromedp.ByID),
+		chromedp.Evaluate(fill, nil),
 		chromedp.WaitVisible("#whoami", chromedp.ByID),
 	)
 }
