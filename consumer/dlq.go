@@ -140,8 +140,13 @@ type dlqTopic struct {
 	// (its sequence-number recovery); a purge after those still resets
 	// their sequence numbers. Stale is one flag for the consumer's client
 	// and the side client (cramped): a purge forgets the topic in both.
-	gen      uint64
-	stale    bool
+	gen   uint64
+	stale bool
+	// written: a write to the topic was let through (ready), ever. A tier
+	// never written is forgotten at once when its fetches fail for an old
+	// id (staleFetches); one written is forgotten only as above. Not its
+	// id: a check can succeed without learning one.
+	written  bool
 	renewing bool // a new id or a purge is being handled: the topic is not ready until it ends
 	// recheckDue: a recheck came while renewing, after the renewal's own
 	// check: the topic stays not ready when the renewal ends.
@@ -703,7 +708,7 @@ func (w *dlqWriter) failed(ctx context.Context, l *letter) (never, now bool, err
 
 // staleFetches is the poll loop's report that fetches of tier topic fail
 // with UNKNOWN_TOPIC_ID: the client holds an id the topic no longer has. A
-// tier this writer never checked (so never wrote to) is forgotten at once.
+// tier this writer never wrote to is forgotten at once.
 // One it checked is checked again (ensure), which takes in a new id and
 // forgets the topic only if its writes failed for the old one, so that a
 // purge never follows writes to the new topic (see dlqTopic.gen); if it did
@@ -716,8 +721,8 @@ func (w *dlqWriter) staleFetches(ctx context.Context, source, topic string) {
 		t = &dlqTopic{name: topic, source: source, tier: true}
 		w.topics[topic] = t
 	}
-	if t.id == (kadm.TopicID{}) {
-		t.stale = true // never checked, so never written: forgotten at once
+	if !t.written {
+		t.stale = true // never written: forgotten at once
 	}
 	before := t.gen
 	w.mu.Unlock()
@@ -754,6 +759,7 @@ func (w *dlqWriter) ready(source, topic string) (limit int32, gen uint64, ok boo
 	if _, ok := w.srcSize[source]; !ok || t == nil || !t.ready {
 		return 0, 0, false
 	}
+	t.written = true // its caller writes; the fast path above follows this one
 	w.lastReady.Store(&readyTopic{source: source, topic: topic, limit: t.maxBytes, gen: t.gen})
 	return t.maxBytes, t.gen, true
 }
@@ -1032,13 +1038,14 @@ func (w *dlqWriter) prepare(ctx context.Context, source, topic string, partition
 		if err == nil {
 			err = resp.Error()
 		}
-		if errors.Is(err, kerr.InvalidPartitions) {
-			err = nil // grown to that count meanwhile by another member
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, kerr.InvalidPartitions):
+			// grown to that count meanwhile by another member
+		case err != nil:
 			return none, fmt.Errorf("%w: %s has %d, %s has %d; adding partitions: %v", ErrRetryTopicPartitions, topic, parts, source, partitions, err)
+		default:
+			w.log.Info("grew retry topic with its source topic", "topic", topic, "source", source, "partitions_before", parts, "partitions", partitions)
 		}
-		w.log.Info("grew retry topic with its source topic", "topic", topic, "source", source, "partitions_before", parts, "partitions", partitions)
 		parts = partitions
 		w.cl.ForceMetadataRefresh()
 	}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/deadletter"
@@ -101,5 +104,55 @@ func TestChangedMarksStaleOncePerPurge(t *testing.T) {
 	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 1})
 	if !topic.stale || topic.ready {
 		t.Fatalf("after a failure of a write sent under the current gen: stale %v, ready %v; want stale, not ready", topic.stale, topic.ready)
+	}
+}
+
+// TestStaleFetchesAfterWritesKeepsSequences: when the client's fetches of a
+// retry tier fail for an old topic id, a tier this writer has written to is
+// not forgotten for producing unless its writes fail too, even when the
+// writer's check did not learn the topic's id (a listing of a topic being
+// created). A purge resets the client's sequence numbers under the same
+// producer id, so the broker takes the next write for a duplicate of the
+// first and drops it: acknowledged, never written (kfake chaos seed
+// 10510168, where a forwarded record was lost so).
+func TestStaleFetchesAfterWritesKeepsSequences(t *testing.T) {
+	const source, tier = "orders", "orders.retry.1s"
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, source, tier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	topic := &dlqTopic{name: tier, source: source, tier: true, ready: true, maxBytes: 1 << 20, parts: 1} // no id learned
+	w := &dlqWriter{create: true, timeout: 5 * time.Second, log: slog.New(slog.DiscardHandler),
+		isTier: func(t string) bool { return t == tier }, topics: map[string]*dlqTopic{tier: topic}, srcSize: map[string]int32{source: 1}}
+	w.attach(cl)
+	write := func(value string) int64 {
+		t.Helper()
+		if _, _, ok := w.ready(source, tier); !ok {
+			t.Fatalf("%s is not ready to write %q", tier, value)
+		}
+		r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: tier, Partition: 0, Value: []byte(value)}).First()
+		if err != nil {
+			t.Fatalf("write %q: %v", value, err)
+		}
+		return r.Offset
+	}
+	if at := write("r0"); at != 0 {
+		t.Fatalf("r0 at offset %d, want 0", at)
+	}
+	w.staleFetches(ctx, source, tier)
+	if at := write("r1"); at != 1 {
+		t.Fatalf("after the stale fetches, r1 acknowledged at offset %d, want 1 (0: taken for a duplicate of r0 and dropped)", at)
+	}
+	if topic.stale || topic.id == (kadm.TopicID{}) {
+		t.Fatalf("after the check: stale %v, id %v; want not stale, the topic's id", topic.stale, topic.id)
 	}
 }
