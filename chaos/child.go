@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/consumer"
@@ -33,6 +34,8 @@ type Event struct {
 	PID    int    `json:"pid,omitempty"`
 	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
 	To     string `json:"to,omitempty"`    // ack: the dead-letter or tier topic the letter went to
+	ToPart *int32 `json:"to_p,omitempty"`  // ack: the letter's partition and offset there
+	At     *int64 `json:"at,omitempty"`
 	Part   int32  `json:"p"`
 	Offset int64  `json:"o"`
 	Key    string `json:"key,omitempty"`
@@ -167,7 +170,7 @@ func (h ackHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	if topic == "" || err1 != nil || err2 != nil {
 		return
 	}
-	h.log.write(Event{Ev: "ack", Member: h.member, Topic: topic, To: r.Topic, Part: int32(p), Offset: o, T0: time.Now().UnixNano()})
+	h.log.write(Event{Ev: "ack", Member: h.member, Topic: topic, To: r.Topic, ToPart: &r.Partition, At: &r.Offset, Part: int32(p), Offset: o, T0: time.Now().UnixNano()})
 }
 
 // worker is a child's handler: it does what each record's value says and
@@ -261,9 +264,18 @@ func runChild(dir string, member int, brokers []string, routes map[string]string
 	}
 	el := &eventLog{f: f}
 	logf, _ := os.OpenFile(fmt.Sprintf("%s/m%d.log", dir, member), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	level := slog.LevelInfo
+	if os.Getenv("CHAOS_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}))
 	w := &worker{sc: &sc, member: member, log: el, output: sc.Output(), routes: routes}
-	c, err := consumer.New(sc.config(brokers, member, w, log))
+	cfg := sc.config(brokers, member, w, log)
+	if level == slog.LevelDebug {
+		// The client's own debug log: what it fetched, purged and was assigned.
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithLogger(kslog.New(log.With("client", "franz-go"))))
+	}
+	c, err := consumer.New(cfg)
 	if err != nil {
 		el.write(Event{Ev: "stop", Member: member, Err: "new: " + err.Error()})
 		return 2
