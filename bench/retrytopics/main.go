@@ -49,8 +49,31 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound of one run")
 	only := flag.String("only", "", "run only this mode (no failures, retry topics, retry in place) after the baseline")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the retry-topics runs to this file")
+	ordered := flag.Bool("ordered", false, "the ordered workload against Spring Kafka instead: 50,000 records of 2,000 keys, 5% failing 1-3 times, tiers 100ms, 300ms, 1s (-records, -failing and -rounds apply; default 3 rounds)")
+	keys := flag.Int("keys", 2000, "with -ordered: keys")
+	peer := flag.String("spring", "bench/retrytopics/spring", "with -ordered: the Maven project of the Spring Kafka side, run in each round when java and mvn are on the PATH; empty: none")
 	flag.Parse()
 	onlyMode, cpuProfile = *only, *profile
+	if *ordered {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		s := orderedSpec{records: 50_000, keys: *keys, parts: int32(*partitions), share: 0.05,
+			tiers: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}, rounds: 3, timeout: *timeout, peer: *peer}
+		if set["records"] {
+			s.records = *records
+		}
+		if set["failing"] {
+			s.share = *failing
+		}
+		if set["rounds"] {
+			s.rounds = *rounds
+		}
+		if err := runOrdered(strings.Split(*brokers, ","), s); err != nil {
+			fmt.Fprintln(os.Stderr, "retrytopics:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(strings.Split(*brokers, ","), *records, int32(*partitions), *failing, *rounds, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "retrytopics:", err)
 		os.Exit(1)
