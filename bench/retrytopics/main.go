@@ -52,13 +52,23 @@ func main() {
 	ordered := flag.Bool("ordered", false, "the ordered workload against Spring Kafka instead: 50,000 records of 2,000 keys, 5% failing 1-3 times, tiers 100ms, 300ms, 1s (-records, -failing and -rounds apply; default 3 rounds)")
 	keys := flag.Int("keys", 2000, "with -ordered: keys")
 	peer := flag.String("spring", "bench/retrytopics/spring", "with -ordered: the Maven project of the Spring Kafka side, run in each round when java and mvn are on the PATH; empty: none")
+	sides := flag.String("sides", "antidote,spring,spring-noseek", "with -ordered: the sides to run in each round")
 	flag.Parse()
 	onlyMode, cpuProfile = *only, *profile
 	if *ordered {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		s := orderedSpec{records: 50_000, keys: *keys, parts: int32(*partitions), share: 0.05,
-			tiers: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}, rounds: 3, timeout: *timeout, peer: *peer}
+			tiers: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}, rounds: 3, timeout: *timeout, peer: *peer, sides: map[string]bool{}}
+		for _, sd := range strings.Split(*sides, ",") {
+			switch sd = strings.TrimSpace(sd); sd {
+			case "antidote", "spring", "spring-noseek":
+				s.sides[sd] = true
+			default:
+				fmt.Fprintf(os.Stderr, "retrytopics: -sides: %q is none of antidote, spring, spring-noseek\n", sd)
+				os.Exit(2)
+			}
+		}
 		if set["records"] {
 			s.records = *records
 		}

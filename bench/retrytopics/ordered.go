@@ -45,6 +45,7 @@ type orderedSpec struct {
 	rounds        int
 	timeout       time.Duration
 	peer          string // the Maven project of the Spring side; empty: none
+	sides         map[string]bool
 }
 
 // orderedResult is one run of the ordered workload.
@@ -75,26 +76,35 @@ func runOrdered(brokers []string, s orderedSpec) error {
 	fmt.Printf("%d records of %d keys (~200 B, %d partitions); %d fail transiently 1-3 times (%.1f%%), %d times in all\n",
 		s.records, s.keys, s.parts, failing, 100*s.share, failWrites)
 	fmt.Printf("tiers %v; per-key order checked on every side\n", s.tiers)
-	spring, err := buildSpring(s.peer)
-	if err != nil {
-		return err
-	}
-	if spring == nil {
-		fmt.Println("no java or mvn on the PATH (or -spring \"\"): the Spring side is not run")
+	wantSpring := s.sides["spring"] || s.sides["spring-noseek"]
+	var peer *spring
+	if wantSpring {
+		if peer, err = buildSpring(s.peer); err != nil {
+			return err
+		}
+		if peer == nil {
+			fmt.Println("no java or mvn on the PATH (or -spring \"\"): the Spring side is not run")
+		}
 	}
 	type side struct {
 		name string
 		run  func(round int) (orderedResult, error)
 	}
-	sides := []side{{"antidote", func(int) (orderedResult, error) { return consumeOrdered(brokers, topic, s) }}}
-	if spring != nil {
+	var sides []side
+	if s.sides["antidote"] {
+		sides = append(sides, side{"antidote", func(int) (orderedResult, error) { return consumeOrdered(brokers, topic, s) }})
+	}
+	if peer != nil {
 		for _, seek := range []bool{true, false} {
 			name := "spring"
 			if !seek {
 				name = "spring-noseek"
 			}
+			if !s.sides[name] {
+				continue
+			}
 			sides = append(sides, side{name, func(round int) (orderedResult, error) {
-				return spring.run(brokers, topic, s, seek, fmt.Sprintf("%s-%d-%d", name, round, time.Now().UnixNano()))
+				return peer.run(brokers, topic, s, seek, fmt.Sprintf("%s-%d-%d", name, round, time.Now().UnixNano()))
 			}})
 		}
 	}
@@ -126,21 +136,24 @@ func runOrdered(brokers []string, s orderedSpec) error {
 		}
 		fmt.Printf("%-14s %9.0f (%.0f-%.0f) %18.2fs %12d\n", sd.name, median(rates), slices.Min(rates), slices.Max(rates), median(totals), v)
 	}
-	for _, peer := range []string{"spring", "spring-noseek"} {
-		if len(res[peer]) == 0 {
+	for _, other := range []string{"spring", "spring-noseek"} {
+		if len(res[other]) == 0 || len(res["antidote"]) == 0 {
 			continue
 		}
 		var rate, done []float64
 		for i, o := range res["antidote"] {
-			rate = append(rate, o.rate/res[peer][i].rate)
-			done = append(done, res[peer][i].total.Seconds()/o.total.Seconds())
+			rate = append(rate, o.rate/res[other][i].rate)
+			done = append(done, res[other][i].total.Seconds()/o.total.Seconds())
 		}
-		fmt.Printf("antidote / %-14s good rec/s %.2f (%.2f-%.2f); done %.2fx sooner (%.2f-%.2f)\n", peer,
+		fmt.Printf("antidote / %-14s good rec/s %.2f (%.2f-%.2f); done %.2fx sooner (%.2f-%.2f)\n", other,
 			median(rate), slices.Min(rate), slices.Max(rate), median(done), slices.Min(done), slices.Max(done))
 	}
 	var writes []float64
 	for _, o := range res["antidote"] {
 		writes = append(writes, perHeld(o))
+	}
+	if len(writes) == 0 {
+		return nil
 	}
 	fmt.Printf("antidote tier writes per held record: %.2f (%.2f-%.2f); target at most 1\n", median(writes), slices.Min(writes), slices.Max(writes))
 	return nil
