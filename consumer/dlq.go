@@ -709,23 +709,13 @@ func (w *dlqWriter) failed(ctx context.Context, l *letter) (never, now bool, err
 // staleFetches is the poll loop's report that fetches of tier topic fail
 // with UNKNOWN_TOPIC_ID: the client holds an id the topic no longer has. A
 // tier this writer never wrote to is forgotten at once.
-// One it checked is checked again (ensure), which takes in a new id and
+// One it wrote to is checked again (ensure), which takes in a new id and
 // forgets the topic only if its writes failed for the old one, so that a
 // purge never follows writes to the new topic (see dlqTopic.gen); if it did
 // not, only the consuming holds the old id: the topic is forgotten for
 // consuming only, which keeps the writes' sequence numbers.
 func (w *dlqWriter) staleFetches(ctx context.Context, source, topic string) {
-	w.mu.Lock()
-	t := w.topics[topic]
-	if t == nil {
-		t = &dlqTopic{name: topic, source: source, tier: true}
-		w.topics[topic] = t
-	}
-	if !t.written {
-		t.stale = true // never written: forgotten at once
-	}
-	before := t.gen
-	w.mu.Unlock()
+	t, before := w.fetchesStale(source, topic)
 	w.recheck(source, topic)
 	if n, err := w.sourcePartitions(ctx, source); err == nil {
 		_ = w.ensure(ctx, source, topic, n) // an error is the next write's to handle
@@ -746,6 +736,25 @@ func (w *dlqWriter) staleFetches(ctx context.Context, source, topic string) {
 	}
 }
 
+// fetchesStale is the first step of staleFetches: a tier never written is
+// marked stale and not ready at once, under one lock, so that no write goes
+// through before the purge (a write between the two would be to the new
+// topic, and the purge would reset its sequence numbers). It returns the
+// tier and its gen.
+func (w *dlqWriter) fetchesStale(source, topic string) (*dlqTopic, uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.topics[topic]
+	if t == nil {
+		t = &dlqTopic{name: topic, source: source, tier: true}
+		w.topics[topic] = t
+	}
+	if !t.written {
+		t.stale, t.ready = true, false // never written: forgotten at once
+	}
+	return t, t.gen
+}
+
 // ready returns the size limit of a dead-letter topic when it is ready and
 // its source topic's partition count is known: what send checks, under one
 // lock.
@@ -756,10 +765,12 @@ func (w *dlqWriter) ready(source, topic string) (limit int32, gen uint64, ok boo
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.topics[topic]
-	if _, ok := w.srcSize[source]; !ok || t == nil || !t.ready {
-		return 0, 0, false
+	if _, ok := w.srcSize[source]; !ok || t == nil || !t.ready || t.stale {
+		return 0, 0, false // stale: to be purged before any write (ensure)
 	}
-	t.written = true // its caller writes; the fast path above follows this one
+	// Set whenever a write may follow (some callers only check): the
+	// fast path above only follows this one.
+	t.written = true
 	w.lastReady.Store(&readyTopic{source: source, topic: topic, limit: t.maxBytes, gen: t.gen})
 	return t.maxBytes, t.gen, true
 }

@@ -111,7 +111,7 @@ func TestChangedMarksStaleOncePerPurge(t *testing.T) {
 // retry tier fail for an old topic id, a tier this writer has written to is
 // not forgotten for producing unless its writes fail too, even when the
 // writer's check did not learn the topic's id (a listing of a topic being
-// created). A purge resets the client's sequence numbers under the same
+// created); one never written is, with no write let through before. A purge resets the client's sequence numbers under the same
 // producer id, so the broker takes the next write for a duplicate of the
 // first and drops it: acknowledged, never written (kfake chaos seed
 // 10510168, where a forwarded record was lost so).
@@ -145,6 +145,17 @@ func TestStaleFetchesAfterWritesKeepsSequences(t *testing.T) {
 		}
 		return r.Offset
 	}
+	// A tier never written is forgotten at once, and no write goes
+	// through before: it would be to the new topic, and the purge would
+	// reset its sequence number.
+	fresh := &dlqTopic{name: "orders.retry.5s", source: source, tier: true, ready: true, maxBytes: 1 << 20, parts: 1}
+	w.topics[fresh.name] = fresh
+	w.fetchesStale(source, fresh.name)
+	if _, _, ok := w.ready(source, fresh.name); ok || !fresh.stale {
+		t.Fatalf("a tier never written, its fetches stale: ready %v, stale %v; want not ready until purged, stale", ok, fresh.stale)
+	}
+	delete(w.topics, fresh.name)
+
 	if at := write("r0"); at != 0 {
 		t.Fatalf("r0 at offset %d, want 0", at)
 	}
