@@ -44,7 +44,7 @@ func main() {
 	brokers := flag.String("brokers", "127.0.0.1:39092", "seed brokers, comma-separated")
 	records := flag.Int("records", 100_000, "records per topic")
 	partitions := flag.Int("partitions", 4, "partitions per topic")
-	failing := flag.Float64("failing", 0.01, "share of the records that fail transiently, twice each")
+	failing := flag.Float64("failing", 0.01, "share of the records that fail transiently, twice each (with -ordered: 1 to 3 times; default 0.05)")
 	rounds := flag.Int("rounds", 5, "rounds; each runs the three modes in turn")
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound of one run")
 	only := flag.String("only", "", "run only this mode (no failures, retry topics, retry in place) after the baseline")
@@ -77,6 +77,10 @@ func main() {
 		}
 		if set["rounds"] {
 			s.rounds = *rounds
+		}
+		if s.keys < 1 || s.records < 1 || s.rounds < 1 {
+			fmt.Fprintln(os.Stderr, "retrytopics: -keys, -records and -rounds must be at least 1")
+			os.Exit(2)
 		}
 		if err := runOrdered(strings.Split(*brokers, ","), s); err != nil {
 			fmt.Fprintln(os.Stderr, "retrytopics:", err)

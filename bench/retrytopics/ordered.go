@@ -278,9 +278,9 @@ func consumeOrdered(brokers []string, topic string, s orderedSpec) (orderedResul
 			now := time.Now().UnixNano()
 			if r.Value.Fails == 0 {
 				good.Add(1)
-				lastGood.Store(now)
+				storeMax(&lastGood, now)
 			}
-			last.Store(now)
+			storeMax(&last, now)
 			if done.Add(1) == int64(s.records) {
 				close(finished)
 			}
@@ -321,6 +321,16 @@ func consumeOrdered(brokers []string, topic string, s orderedSpec) (orderedResul
 	}, nil
 }
 
+// storeMax stores v in a unless a holds more.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
 // tierWrites reads a group's tier topics: the records that never fail
 // found there (held behind a failing record of their key), and the copies
 // of them.
@@ -338,6 +348,9 @@ func tierWrites(brokers []string, topic, group string, rt consumer.RetryTopics) 
 	defer cancel()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, names...)
 	if err != nil {
+		return 0, 0, err
+	}
+	if err := ends.Error(); err != nil {
 		return 0, 0, err
 	}
 	var want int64
@@ -393,7 +406,7 @@ func (p *spring) run(brokers []string, topic string, s orderedSpec, seekAfterErr
 	}
 	cmd := exec.Command("java", "-cp", p.classpath, "dev.antidote.bench.SpringRetryBench",
 		strings.Join(brokers, ","), topic, strconv.Itoa(s.records), strconv.Itoa(int(s.parts)),
-		strings.Join(delays, ","), strconv.FormatBool(seekAfterError), suffix)
+		strings.Join(delays, ","), strconv.FormatBool(seekAfterError), suffix, strconv.Itoa(int(s.timeout.Seconds())))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -1,6 +1,7 @@
 package dev.antidote.bench;
 
 import java.util.HashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
@@ -9,6 +10,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -23,6 +25,7 @@ import org.springframework.kafka.config.ConcurrentKafkaListenerContainerFactory;
 import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.DefaultKafkaConsumerFactory;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
+import org.springframework.kafka.core.KafkaAdmin;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.retrytopic.RetryTopicConfiguration;
@@ -43,7 +46,7 @@ import org.springframework.util.backoff.BackOffExecution;
  * the time until every record succeeded, and the violations.
  *
  * <p>Arguments: brokers topic records partitions delaysMs(comma-separated) seekAfterError(true|false)
- * suffix
+ * suffix timeoutSeconds
  */
 public final class SpringRetryBench {
   static String brokers;
@@ -83,16 +86,18 @@ public final class SpringRetryBench {
     }
     seekAfterError = Boolean.parseBoolean(args[5]);
     suffix = args[6];
+    long timeoutSeconds = Long.parseLong(args[7]);
     finished = new CountDownLatch(n);
 
     try (AnnotationConfigApplicationContext ctx =
         new AnnotationConfigApplicationContext(Support.class, Beans.class, Listener.class)) {
-      if (!finished.await(20, TimeUnit.MINUTES)) {
-        System.err.println("spring: " + done.get() + " of " + n + " records in 20 minutes");
+      if (!finished.await(timeoutSeconds, TimeUnit.SECONDS)) {
+        System.err.println("spring: " + done.get() + " of " + n + " records in " + timeoutSeconds + "s");
         System.exit(1);
       }
       long window = lastGood.get() - first.get();
       System.out.printf(
+          Locale.ROOT,
           "{\"rate\":%.1f,\"window_ns\":%d,\"total_ns\":%d,\"good\":%d,\"done\":%d,\"violations\":%d,\"duplicates\":%d}%n",
           good.get() / (window / 1e9), window, last.get() - first.get(), good.get(), done.get(),
           violations.get(), duplicates.get());
@@ -118,6 +123,12 @@ public final class SpringRetryBench {
   @Configuration
   @EnableKafka
   public static class Beans {
+    /** Creates the retry and dead-letter topics (autoCreateTopics) with the source's partitions. */
+    @Bean
+    KafkaAdmin admin() {
+      return new KafkaAdmin(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, brokers));
+    }
+
     @Bean
     ConsumerFactory<String, String> consumerFactory() {
       Map<String, Object> p = new HashMap<>();
@@ -212,9 +223,9 @@ public final class SpringRetryBench {
       now = System.nanoTime();
       if (fails == 0) {
         good.incrementAndGet();
-        lastGood.set(now);
+        lastGood.accumulateAndGet(now, Math::max);
       }
-      last.set(now);
+      last.accumulateAndGet(now, Math::max);
       done.incrementAndGet();
       finished.countDown();
     }
