@@ -214,6 +214,12 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 		if err != nil {
 			return nil, err
 		}
+		if ctx.Err() != nil {
+			// Interrupted (SIGINT): the run was cut short, so its
+			// outcome says nothing; it is not counted.
+			logf("%s seed %d: interrupted, not judged", name, sd)
+			break
+		}
 		s.Runs++
 		s.Records += res.Records
 		s.Modes[sc.Mode.Dispatch]++
