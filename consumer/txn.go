@@ -478,10 +478,14 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	ferr := cl.Flush(fctx)
 	cancel()
 	t.mu.Lock()
+	var changed []*letter
 	for _, sl := range t.letters {
 		if l := sl.l; l.isDone() && l.cur.err != nil {
 			if _, ok := t.failed[sl.src]; !ok {
 				t.failed[sl.src] = fmt.Errorf("dead letter to %s: %w", l.tmpl.Topic, l.cur.err)
+			}
+			if topicChanged(l.cur.err) {
+				changed = append(changed, l)
 			}
 		}
 	}
@@ -495,6 +499,13 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	}
 	marks, settled := t.marks, t.settled
 	t.mu.Unlock()
+	for _, l := range changed {
+		// Its topic is checked again before the next transaction
+		// writes to it, and forgotten by the client if this write
+		// failed for an old id (dlqWriter.changed): while nothing of
+		// the next transaction is written to it yet.
+		l.w.changed(l.src.Topic, l.tmpl.Topic, l.cur.err, l.cur)
+	}
 
 	try := kgo.TryCommit
 	if why != nil {
@@ -852,8 +863,16 @@ func (p *partition[K, V]) settleLetterTxn(rec *kgo.Record, l *letter) bool {
 		c.stats.dlqWriteErrors.Add(1)
 		if topicChanged(err) {
 			// Decided on the topic as it is now, not as it was cached:
-			// an operator may have fixed it.
-			w.changed(l.src.Topic, l.tmpl.Topic, err, l.cur)
+			// an operator may have fixed it. Checked again only: the
+			// error is of a write of an earlier transaction, or of a
+			// check, never of this letter's write, so it says nothing
+			// of the ids this client holds now (the commit that saw a
+			// write fail decided that, see txn.commit). Marking the
+			// topic stale here would make the client forget it after
+			// another letter of this transaction went to the new topic,
+			// and the broker would take the next letter for a
+			// duplicate of that one and drop it.
+			w.recheck(l.src.Topic, l.tmpl.Topic)
 			if err = w.writable(p.ctx, l); err == nil {
 				continue
 			}
