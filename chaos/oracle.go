@@ -342,11 +342,22 @@ func account(source string, letterRecs, copies []*kgo.Record, events []Event, de
 		}
 		a.letters[l.at] = append(a.letters[l.at], l)
 	}
-	committed := map[copyOf]bool{} // the copies the reader saw, by record and topic
+	// The copies the reader saw, by record and topic, and by record and
+	// place: an acknowledgement that names its place (Event.ToPart, At)
+	// is matched to that copy, not to another copy in the same topic.
+	committed := map[copyOf]bool{}
+	committedAt := map[copyAt]bool{}
 	for _, r := range copies {
 		if l, err := parseLetter(r); err == nil && l.topic == source {
 			committed[copyOf{l.at, r.Topic}] = true
+			committedAt[copyAt{l.at, r.Topic, r.Partition, r.Offset}] = true
 		}
+	}
+	seen := func(at pos, e Event) bool {
+		if e.ToPart != nil && e.At != nil {
+			return committedAt[copyAt{at, e.To, *e.ToPart, *e.At}]
+		}
+		return committed[copyOf{at, e.To}]
 	}
 	for at, acks := range a.acks {
 		for _, ack := range acks {
@@ -361,7 +372,7 @@ func account(source string, letterRecs, copies []*kgo.Record, events []Event, de
 		}
 		if eos {
 			acks = slices.DeleteFunc(slices.Clone(acks), func(e Event) bool {
-				return !committed[copyOf{at, e.To}] && !deletedAfter(dels, e.To, e.T0-margin.Nanoseconds())
+				return !seen(at, e) && !deletedAfter(dels, e.To, e.T0-margin.Nanoseconds())
 			})
 			if len(acks) == 0 {
 				continue
@@ -382,6 +393,14 @@ func account(source string, letterRecs, copies []*kgo.Record, events []Event, de
 type copyOf struct {
 	at    pos
 	topic string
+}
+
+// copyAt is a copy of a source record at its place in a topic.
+type copyAt struct {
+	at     pos
+	topic  string
+	part   int32
+	offset int64
 }
 
 // deletedAfter reports whether the fault deleted topic after t (its
