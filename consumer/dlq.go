@@ -366,6 +366,7 @@ type write struct {
 	l     *letter
 	start time.Time
 	gen   uint64        // dlqTopic.gen of its topic when sent
+	sent  bool          // handed to a client (not refused by writable)
 	done  chan struct{} // closed when acknowledged or failed
 	err   error         // read after done
 	at    int64         // the offset written at, when acknowledged
@@ -566,7 +567,7 @@ func (w *dlqWriter) send(ctx context.Context, l *letter) {
 		wr.finish(err)
 		return
 	}
-	wr.gen = l.gen
+	wr.gen, wr.sent = l.gen, true
 	// The client bounds the write with WriteTimeout
 	// (kgo.RecordDeliveryTimeout).
 	cl := w.cl
@@ -671,11 +672,13 @@ func (w *dlqWriter) recheck(source, topic string) {
 // longer has: it was deleted and created again, maybe by another member, so
 // the writer may never have seen the id that ensure would compare. Unless
 // the client forgot the topic since wr was sent (see dlqTopic.gen), the next
-// ensure makes it forget the topic, and the next write loads it afresh.
+// ensure makes it forget the topic, and the next write loads it afresh. Only
+// a write a client took says which id it holds: one refused before (by
+// writable) marks nothing.
 func (w *dlqWriter) changed(source, topic string, err error, wr *write) {
 	if errors.Is(err, kerr.UnknownTopicID) {
 		w.mu.Lock()
-		if t := w.topics[topic]; t != nil && !t.renewing && (wr == nil || wr.gen == t.gen) {
+		if t := w.topics[topic]; t != nil && !t.renewing && wr != nil && wr.sent && wr.gen == t.gen {
 			t.stale = true
 		}
 		w.mu.Unlock()

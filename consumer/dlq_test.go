@@ -89,7 +89,7 @@ func TestChangedMarksStaleOncePerPurge(t *testing.T) {
 	if _, gen, ok := w.ready("orders", "orders.dlq"); !ok || gen != 1 {
 		t.Fatalf("ready: gen %d, %v; want 1, true", gen, ok)
 	}
-	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 0}) // sent before the last purge
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 0, sent: true}) // sent before the last purge
 	if topic.stale || topic.ready {
 		t.Fatalf("after a failure of a write sent before the purge: stale %v, ready %v; want not stale, checked again", topic.stale, topic.ready)
 	}
@@ -97,11 +97,16 @@ func TestChangedMarksStaleOncePerPurge(t *testing.T) {
 		t.Fatal("the ready cache still holds the topic")
 	}
 	topic.ready = true
-	w.changed("orders", "orders.dlq", kerr.UnknownTopicOrPartition, &write{gen: 1})
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicOrPartition, &write{gen: 1, sent: true})
 	if topic.stale {
 		t.Fatal("UNKNOWN_TOPIC_OR_PARTITION marked the topic stale")
 	}
-	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 1})
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 1}) // refused before any client took it
+	if topic.stale {
+		t.Fatal("a write no client took marked the topic stale")
+	}
+	topic.ready = true
+	w.changed("orders", "orders.dlq", kerr.UnknownTopicID, &write{gen: 1, sent: true})
 	if !topic.stale || topic.ready {
 		t.Fatalf("after a failure of a write sent under the current gen: stale %v, ready %v; want stale, not ready", topic.stale, topic.ready)
 	}

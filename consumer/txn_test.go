@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -33,9 +34,23 @@ func readCommitted(t testing.TB, c *kafkatest.Cluster, topic string) []*kgo.Reco
 // given, control records left out.
 func readTxn(t testing.TB, c *kafkatest.Cluster, topic string, level kgo.IsolationLevel) []*kgo.Record {
 	t.Helper()
+	out, err := tryReadTxn(t, c, topic, level)
+	if err != nil {
+		t.Fatalf("readCommitted %s: %v", topic, err)
+	}
+	return out
+}
+
+// tryReadTxn is readTxn, returning its error (for a check that is tried
+// again until it holds).
+func tryReadTxn(t testing.TB, c *kafkatest.Cluster, topic string, level kgo.IsolationLevel) ([]*kgo.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ends := endOffsets(t, c.Client(t), topic)
+	e := kadmEnds(ctx, c.Client(t), topic)
+	if e.err != nil {
+		return nil, fmt.Errorf("end offsets: %w", e.err)
+	}
+	ends := e.ends
 	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(level), kgo.KeepControlRecords())
 	next := map[int32]int64{}
@@ -51,7 +66,7 @@ func readTxn(t testing.TB, c *kafkatest.Cluster, topic string, level kgo.Isolati
 	for !reached() {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("readCommitted %s: at %v of %v: %v", topic, next, ends, ctx.Err())
+			return nil, fmt.Errorf("at %v of %v: %w", next, ends, ctx.Err())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			next[r.Partition] = max(next[r.Partition], r.Offset+1)
@@ -60,7 +75,14 @@ func readTxn(t testing.TB, c *kafkatest.Cluster, topic string, level kgo.Isolati
 			}
 		})
 	}
-	return out
+	return out, nil
+}
+
+// committedHas reports whether a read_committed reader finds value in
+// topic; false when it cannot read it now.
+func committedHas(t testing.TB, c *kafkatest.Cluster, topic, value string) bool {
+	recs, err := tryReadTxn(t, c, topic, kgo.ReadCommitted())
+	return err == nil && slices.ContainsFunc(recs, func(r *kgo.Record) bool { return string(r.Value) == value })
 }
 
 type eosIn struct {
