@@ -29,7 +29,7 @@ import (
 // or the child starting and stopping. The oracle reads nothing else of the
 // children.
 type Event struct {
-	Ev     string `json:"ev"` // start | call | ack | stuck | skip | pause | resume | retry | stop
+	Ev     string `json:"ev"` // start | assign | call | ack | stuck | skip | pause | resume | retry | stop
 	Member int    `json:"m"`
 	PID    int    `json:"pid,omitempty"`
 	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
@@ -97,6 +97,7 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 	}
 	if w != nil && w.log != nil {
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(ackHook{w.log, member}))
+		cfg.Hooks = assignHook{log: w.log, member: member, source: sc.Source()}
 	}
 	if w != nil && len(w.routes) > 0 {
 		cfg.ClientOpts = append(cfg.ClientOpts, routeDialer(w.routes))
@@ -171,6 +172,22 @@ func (h ackHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 		return
 	}
 	h.log.write(Event{Ev: "ack", Member: h.member, Topic: topic, To: r.Topic, ToPart: &r.Partition, At: &r.Offset, Part: int32(p), Offset: o, T0: time.Now().UnixNano()})
+}
+
+// assignHook logs each source partition the group gives the member: a
+// record it shows stuck counts from then at most (stuckViolations).
+type assignHook struct {
+	consumer.NopHooks
+	log    *eventLog
+	member int
+	source string
+}
+
+func (h assignHook) PartitionsAssigned(m map[string][]int32) {
+	now := time.Now().UnixNano()
+	for _, p := range m[h.source] {
+		h.log.write(Event{Ev: "assign", Member: h.member, Topic: h.source, Part: p, T0: now})
+	}
 }
 
 // worker is a child's handler: it does what each record's value says and

@@ -591,17 +591,27 @@ func stuckBound(sc *Scenario) time.Duration {
 // than the scenario explains (stuckBound). A record stuck since before the
 // process that showed it started (durable attempts carry the time of its
 // first failure across a kill) counts from that start: the kill's downtime
-// is the fault's, not the consumer's (kfake seed 9700094).
+// is the fault's, not the consumer's (kfake seed 9700094); and from the
+// member's last assignment of its partition before it showed it: the time
+// the process spent joining the group is the group's (kfake seed 30000160,
+// where a join took 21 s).
 func stuckViolations(sc *Scenario, events []Event) []Violation {
 	bound := stuckBound(sc)
 	_, starts, _ := memberTimes(events)
+	assigned := map[memberPart][]int64{}
+	for _, e := range events {
+		if e.Ev == "assign" {
+			k := memberPart{e.Member, e.Part}
+			assigned[k] = append(assigned[k], e.T0)
+		}
+	}
 	var vs []Violation
 	for _, e := range events {
 		if e.Ev != "stuck" || e.T0 == 0 {
 			continue
 		}
 		from := e.T0
-		for _, t := range starts[e.Member] {
+		for _, t := range append(slices.Clone(starts[e.Member]), assigned[memberPart{e.Member, e.Part}]...) {
 			if t > from && t <= e.T1 {
 				from = t
 			}
@@ -612,6 +622,12 @@ func stuckViolations(sc *Scenario, events []Event) []Violation {
 		}
 	}
 	return vs
+}
+
+// memberPart is a source partition as one member holds it.
+type memberPart struct {
+	member int
+	part   int32
 }
 
 // rssMarginKiB is the resident set a consumer process may have beside what

@@ -196,6 +196,11 @@ func TestOracleStuckTooLong(t *testing.T) {
 		{"its member restarted", Event{Ev: "start", Member: 2, T0: 1000 + (6 * time.Second).Nanoseconds()}, 0},
 		{"another member restarted", Event{Ev: "start", Member: 1, T0: 1000 + (6 * time.Second).Nanoseconds()}, 1},
 		{"its member started before", Event{Ev: "start", Member: 2, T0: 500}, 1},
+		// Given the partition late, after a long join (kfake seed
+		// 30000160): counted from the assignment.
+		{"its partition assigned late", Event{Ev: "assign", Member: 2, Part: 0, T0: 1000 + (6 * time.Second).Nanoseconds()}, 0},
+		{"another partition assigned late", Event{Ev: "assign", Member: 2, Part: 1, T0: 1000 + (6 * time.Second).Nanoseconds()}, 1},
+		{"its partition assigned to another member", Event{Ev: "assign", Member: 1, Part: 0, T0: 1000 + (6 * time.Second).Nanoseconds()}, 1},
 	} {
 		if vs := stuckViolations(sc, []Event{c.start, long}); len(vs) != c.want {
 			t.Errorf("%s: violations %v, want %d", c.name, vs, c.want)
