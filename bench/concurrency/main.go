@@ -29,7 +29,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/antidote-kafka/antidote/bench/internal/maven"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/serde"
 )
@@ -191,21 +191,11 @@ type peer struct{ classpath string }
 // buildPeer builds the Maven project in dir, or returns nil when dir is
 // empty or java or mvn is not on the PATH.
 func buildPeer(dir string) (*peer, error) {
-	if dir == "" {
-		return nil, nil
+	cp, err := maven.Build(dir, "Parallel Consumer")
+	if cp == "" || err != nil {
+		return nil, err
 	}
-	for _, tool := range []string{"java", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, nil
-		}
-	}
-	fmt.Fprintln(os.Stderr, "building the Parallel Consumer side with Maven (the first build downloads it from Maven Central)")
-	cmd := exec.Command("mvn", "-B", "-q", "-f", filepath.Join(dir, "pom.xml"), "package", "-DskipTests")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building %s: %v\n%s", dir, err, out)
-	}
-	target := filepath.Join(dir, "target")
-	return &peer{classpath: filepath.Join(target, "classes") + string(os.PathListSeparator) + filepath.Join(target, "lib", "*")}, nil
+	return &peer{classpath: cp}, nil
 }
 
 // run consumes topic with the Parallel Consumer, KEY ordering,

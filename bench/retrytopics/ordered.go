@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/antidote-kafka/antidote/backoff"
+	"github.com/antidote-kafka/antidote/bench/internal/maven"
 	"github.com/antidote-kafka/antidote/consumer"
 	"github.com/antidote-kafka/antidote/failure"
 	"github.com/antidote-kafka/antidote/serde"
@@ -380,21 +380,11 @@ type spring struct{ classpath string }
 // buildSpring builds the Maven project in dir, or returns nil when dir is
 // empty or java or mvn is not on the PATH.
 func buildSpring(dir string) (*spring, error) {
-	if dir == "" {
-		return nil, nil
+	cp, err := maven.Build(dir, "Spring")
+	if cp == "" || err != nil {
+		return nil, err
 	}
-	for _, tool := range []string{"java", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, nil
-		}
-	}
-	fmt.Fprintln(os.Stderr, "building the Spring side with Maven (the first build downloads it from Maven Central)")
-	cmd := exec.Command("mvn", "-B", "-q", "-f", filepath.Join(dir, "pom.xml"), "package", "-DskipTests")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building %s: %v\n%s", dir, err, out)
-	}
-	target := filepath.Join(dir, "target")
-	return &spring{classpath: filepath.Join(target, "classes") + string(os.PathListSeparator) + filepath.Join(target, "lib", "*")}, nil
+	return &spring{classpath: cp}, nil
 }
 
 // run consumes topic with Spring's retry topics (their names end in suffix,
