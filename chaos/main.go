@@ -88,6 +88,9 @@ func main() {
 	failed := false
 	start := time.Now()
 	for _, b := range strings.Split(*backends, ",") {
+		if ctx.Err() != nil {
+			break // interrupted: no next backend
+		}
 		var fixed *Scenario
 		if *scenario != "" {
 			raw, err := os.ReadFile(*scenario)
@@ -214,10 +217,10 @@ func runBackend(ctx context.Context, name string, seed uint64, runs int, without
 		if err != nil {
 			return nil, err
 		}
-		if ctx.Err() != nil {
-			// Interrupted (SIGINT): the run was cut short, so its
-			// outcome says nothing; it is not counted.
-			logf("%s seed %d: interrupted, not judged", name, sd)
+		if ctx.Err() != nil && res.Err != "" && len(res.Violations) == 0 {
+			// Interrupted (SIGINT) before it could be judged: the run
+			// was cut short, so its error says nothing; not counted.
+			logf("%s seed %d: interrupted, not judged (%s)", name, sd, res.Dir)
 			break
 		}
 		s.Runs++

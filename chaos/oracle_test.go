@@ -196,13 +196,29 @@ func TestOracleStuckTooLong(t *testing.T) {
 		{"its member restarted", Event{Ev: "start", Member: 2, T0: 1000 + (6 * time.Second).Nanoseconds()}, 0},
 		{"another member restarted", Event{Ev: "start", Member: 1, T0: 1000 + (6 * time.Second).Nanoseconds()}, 1},
 		{"its member started before", Event{Ev: "start", Member: 2, T0: 500}, 1},
-		// Given the partition late, after a long join (kfake seed
-		// 30000160): counted from the assignment.
-		{"its partition assigned late", Event{Ev: "assign", Member: 2, Part: 0, T0: 1000 + (6 * time.Second).Nanoseconds()}, 0},
-		{"another partition assigned late", Event{Ev: "assign", Member: 2, Part: 1, T0: 1000 + (6 * time.Second).Nanoseconds()}, 1},
-		{"its partition assigned to another member", Event{Ev: "assign", Member: 1, Part: 0, T0: 1000 + (6 * time.Second).Nanoseconds()}, 1},
 	} {
 		if vs := stuckViolations(sc, []Event{c.start, long}); len(vs) != c.want {
+			t.Errorf("%s: violations %v, want %d", c.name, vs, c.want)
+		}
+	}
+	// Only the time its member held the partition counts: given it late,
+	// after a long join (kfake seed 30000160), it counts from then; taken
+	// and given back at a rebalance, the time before counts too.
+	at := func(ev string, m int, p int32, d time.Duration) Event {
+		return Event{Ev: ev, Member: m, Topic: sc.Source(), Part: p, T0: 1000 + d.Nanoseconds()}
+	}
+	for _, c := range []struct {
+		name string
+		own  []Event
+		want int
+	}{
+		{"its partition assigned late", []Event{at("assign", 2, 0, 6*time.Second)}, 0},
+		{"another partition assigned late", []Event{at("assign", 2, 1, 6*time.Second)}, 1},
+		{"its partition assigned to another member", []Event{at("assign", 1, 0, 6*time.Second)}, 1},
+		{"held throughout, given back at a rebalance", []Event{at("assign", 2, 0, 0), at("revoke", 2, 0, 9*time.Second), at("assign", 2, 0, 9*time.Second+time.Millisecond)}, 1},
+		{"revoked for 6s meanwhile", []Event{at("assign", 2, 0, 0), at("revoke", 2, 0, 3*time.Second), at("assign", 2, 0, 9*time.Second)}, 0},
+	} {
+		if vs := stuckViolations(sc, append(c.own, long)); len(vs) != c.want {
 			t.Errorf("%s: violations %v, want %d", c.name, vs, c.want)
 		}
 	}

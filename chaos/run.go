@@ -716,7 +716,9 @@ func (r *runner) settled(ctx context.Context) (bool, int) {
 // collect gathers the oracle's facts once the children are stopped.
 func (r *runner) collect(ctx context.Context) (*facts, error) {
 	sc := r.sc
-	topics := []string{sc.Source(), sc.DLQ()}
+	// The tiers too: a copy the reader has not read yet would be taken
+	// for one of an aborted transaction (account).
+	topics := append([]string{sc.Source(), sc.DLQ()}, sc.Tiers()...)
 	if sc.Mode.ExactlyOnce {
 		topics = append(topics, sc.Output())
 	}
