@@ -44,15 +44,30 @@ func readTxn(t testing.TB, c *kafkatest.Cluster, topic string, level kgo.Isolati
 // tryReadTxn is readTxn, returning its error (for a check that is tried
 // again until it holds).
 func tryReadTxn(t testing.TB, c *kafkatest.Cluster, topic string, level kgo.IsolationLevel) ([]*kgo.Record, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := kadmEnds(ctx, c.Client(t), topic)
+	// Its own clients, closed on return: a check tried again every few
+	// milliseconds must not leave one behind each time.
+	client := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, c.ClientOpts()...), opts...)...)
+	}
+	adm, err := client()
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	e := kadmEnds(ctx, adm, topic)
 	if e.err != nil {
 		return nil, fmt.Errorf("end offsets: %w", e.err)
 	}
 	ends := e.ends
-	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl, err := client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(level), kgo.KeepControlRecords())
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
 	next := map[int32]int64{}
 	reached := func() bool {
 		for p, e := range ends {
