@@ -387,6 +387,11 @@ type copyAt struct {
 // failed, or never started, and its writer stopped.
 func (e *entry) lost() bool { return e.at < 0 && e.writing == 0 && closed(e.by) }
 
+// firstInFlight reports whether the record's first copy is not
+// acknowledged yet and may still be: were it lost, the record would be back
+// at its source (see unwritten).
+func (e *entry) firstInFlight() bool { return e.at < 0 && e.prev.at < 0 && !e.lost() }
+
 // fallBack handles a lost copy: the record is where its previous copy is
 // (true), or, without one, back at its source, uncommitted (false: the entry
 // stays, holding its key's later records, until the source's committed
@@ -501,7 +506,7 @@ func (f *family) unwritten(es []entry, offset int64) <-chan struct{} {
 		if e.offset >= offset {
 			break
 		}
-		if e.at < 0 && e.prev.at < 0 && !e.lost() {
+		if e.firstInFlight() {
 			if f.changed == nil {
 				f.changed = make(chan struct{})
 			}
@@ -668,7 +673,7 @@ func (f *family) skippedBefore(key string, offset int64) (int64, bool) {
 		if e.offset >= offset {
 			break
 		}
-		if e.at < 0 && e.prev.at < 0 && !e.lost() {
+		if e.firstInFlight() {
 			return e.offset, e.skipped
 		}
 	}
