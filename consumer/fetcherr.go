@@ -88,7 +88,7 @@ func (f *fetchErrs) forget() {
 		if f.afresh != nil {
 			f.afresh(t)
 		}
-		f.cl.PurgeTopicsFromClient(t)
+		f.cl.PurgeTopicsFromConsuming(t) // the consuming only: see watchTopicIDs
 		f.cl.AddConsumeTopics(t)
 	}
 	f.stale = f.stale[:0]
@@ -172,7 +172,14 @@ func (c *Consumer[K, V]) watchTopicIDs(ctx context.Context) {
 			if c.held.changed(td.Topic, td.ID) {
 				c.forgetSkips(td.Topic)
 				c.log.Warn("topic was deleted and created again: the client consumes it afresh", "topic", td.Topic)
-				c.cl.PurgeTopicsFromClient(td.Topic)
+				// For consuming only: forgetting the producing
+				// too would start its sequence numbers again, and in
+				// the exactly-once mode a topic consumed may also be
+				// an output, written to the new topic already in the
+				// open transaction (outputs to it that fail for the
+				// old id are the transaction's to handle, see
+				// txn.forgetRecreated).
+				c.cl.PurgeTopicsFromConsuming(td.Topic)
 				c.cl.AddConsumeTopics(td.Topic)
 			}
 		}

@@ -440,3 +440,124 @@ func TestIntegrationExactlyOnceDeadLetterTopicDeleted(t *testing.T) {
 		t.Fatalf("the dead-letter topic made again holds %v; want bad1 and bad2 once each", got)
 	}
 }
+
+// TestIntegrationExactlyOnceOutputTopicCreatedAgain: in the exactly-once
+// mode, an output topic deleted and created again by an operator between
+// transactions takes the outputs of the records that follow, once each, and
+// no record is dead-lettered for it: the client forgets the topic's old id
+// once the transaction whose outputs failed for it is aborted. Before, the
+// outputs failed in three transactions and their records were
+// dead-lettered.
+//
+// On a cluster whose transactions keep the producer epoch (below
+// transaction.version 2) forgetting the topic could make the broker take
+// the next outputs for duplicates: the consumer halts instead (on kfake,
+// franz-go's own check of the sequence numbers halts it first), and a
+// restarted one writes the outputs to the new topic.
+func TestIntegrationExactlyOnceOutputTopicCreatedAgain(t *testing.T) {
+	t.Run("epoch-per-transaction", func(t *testing.T) { testOutputCreatedAgain(t, false, false) })
+	t.Run("epoch-kept", func(t *testing.T) { testOutputCreatedAgain(t, true, false) })
+	// The output topic is the topic consumed: the consumer forgets it
+	// for consuming when it sees the new id, without starting the
+	// sequence numbers of its outputs again.
+	t.Run("output-consumed", func(t *testing.T) { testOutputCreatedAgain(t, false, true) })
+}
+
+func testOutputCreatedAgain(t *testing.T, epochKept, consumed bool) {
+	c := kafkatest.New(t)
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if epochKept {
+		if c.Real() {
+			t.Skip("changes the cluster's transaction.version: on kfake only")
+		}
+		r, err := adm.UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 0, UpgradeType: 2})
+		if err == nil {
+			err = r.Error()
+		}
+		if err != nil {
+			t.Fatalf("downgrading transaction.version: %v", err)
+		}
+	}
+	topic := c.Topic(t, "eos-out-again", 1)
+	out, echo := c.Topic(t, "eos-out-again-out", 1), ""
+	if consumed {
+		out, echo = topic, "echo-" // an output of an echo is none
+	}
+	prod := manualProducer(t, c)
+	txnID := kafkatest.UniqueName("out-again-txn")
+	newConsumer := func() *consumer.Consumer[string, string] {
+		return stringConsumer(t, c, topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
+			if consumed && strings.HasPrefix(r.Value, echo) {
+				return nil
+			}
+			return r.Produce(&kgo.Record{Topic: out, Value: []byte(echo + r.Value)})
+		}, func(cfg *consumer.Config[string, string]) {
+			cfg.Group = "g-" + txnID
+			cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: txnID}
+			cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+		})
+	}
+	first := newConsumer()
+	runCtx, stopFirst := context.WithCancel(context.Background())
+	defer stopFirst()
+	ended := make(chan error, 1)
+	go func() { ended <- first.Run(runCtx) }()
+	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte("ok0")})
+	kafkatest.WaitFor(t, 60*time.Second, "the output of ok0 committed", func() bool { return committedHas(t, c, out, echo+"ok0") })
+	if _, err := adm.DeleteTopic(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "the topic gone", func() bool {
+		td, err := adm.ListTopics(ctx, out)
+		return err == nil && (len(td) == 0 || td[out].Err != nil)
+	})
+	kafkatest.WaitFor(t, 30*time.Second, "the topic created again", func() bool {
+		r, err := adm.CreateTopic(ctx, 1, -1, nil, out)
+		return err == nil && r.Err == nil
+	})
+	// A new producer: the first holds the old id when the topic consumed
+	// is the one created again.
+	kafkatest.Produce(t, manualProducer(t, c), &kgo.Record{Topic: topic, Value: []byte("ok1")}, &kgo.Record{Topic: topic, Value: []byte("ok2")})
+	stop := func() error {
+		stopFirst()
+		select {
+		case err := <-ended:
+			return err
+		case <-time.After(60 * time.Second):
+			return errors.New("Run did not return within 60s of cancel")
+		}
+	}
+	if epochKept {
+		var err error
+		select {
+		case err = <-ended:
+		case <-time.After(90 * time.Second):
+			t.Fatal("the consumer did not halt within 90s")
+		}
+		var h *consumer.HaltError
+		if !errors.As(err, &h) {
+			t.Fatalf("the consumer stopped with %v; want a *HaltError", err)
+		}
+		t.Logf("halted: %v", err)
+		if committedHas(t, c, out, echo+"ok1") {
+			t.Fatal("ok1's output is committed before the restart")
+		}
+		stop = runConsumer(t, newConsumer()) // a restart begins with a new epoch
+	}
+	kafkatest.WaitFor(t, 90*time.Second, "the output of ok2 committed", func() bool { return committedHas(t, c, out, echo+"ok2") })
+	if err := stop(); err != nil {
+		t.Fatalf("the consumer stopped with %v; want it to go on after the output topic was created again", err)
+	}
+	got := map[string]int{}
+	for _, r := range readCommitted(t, c, out) {
+		got[string(r.Value)]++
+	}
+	if got[echo+"ok1"] != 1 || got[echo+"ok2"] != 1 || got[echo+"ok0"] != 0 {
+		t.Fatalf("the output topic made again holds %v; want ok1 and ok2 once each", got)
+	}
+	if dl, err := tryReadTxn(t, c, topic+".dlq", kgo.ReadCommitted()); err == nil && len(dl) > 0 {
+		t.Fatalf("%d records were dead-lettered; want none", len(dl))
+	}
+}

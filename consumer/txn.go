@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,6 +158,9 @@ type txn struct {
 	settled int                    // records settled in it
 	letters []sentLetter           // dead letters written in it
 	failed  map[srcKey]error       // its writes that failed, by the record they settle
+	// recreated are the topics of its outputs that failed for an old topic
+	// id: deleted and created again since the client learned of them.
+	recreated map[string]struct{}
 	// failedBefore are the writes that failed in aborted transactions, by
 	// the record they settle, with how many transactions in a row they
 	// failed; a record's entry goes when a transaction commits past it.
@@ -274,6 +279,9 @@ func (t *txn) write(ctx context.Context, cl *kgo.Client, w *dlqWriter, src srcKe
 			cancel()
 			if err != nil && !errors.Is(err, kgo.ErrAborting) { // aborting: not the record's failure
 				t.writeFailed(src, fmt.Errorf("output to %s: %w", r.Topic, err))
+				if errors.Is(err, kerr.UnknownTopicID) {
+					t.outputRecreated(r.Topic)
+				}
 			}
 		})
 	}
@@ -291,6 +299,16 @@ func (t *txn) writeFailed(src srcKey, err error) {
 	if _, ok := t.failed[src]; !ok {
 		t.failed[src] = err
 	}
+	t.mu.Unlock()
+}
+
+// outputRecreated records that an output failed for an old id of its topic.
+func (t *txn) outputRecreated(topic string) {
+	t.mu.Lock()
+	if t.recreated == nil {
+		t.recreated = map[string]struct{}{}
+	}
+	t.recreated[topic] = struct{}{}
 	t.mu.Unlock()
 }
 
@@ -498,6 +516,8 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		why = fmt.Errorf("flush: %w", ferr)
 	}
 	marks, settled := t.marks, t.settled
+	recreated := slices.Sorted(maps.Keys(t.recreated))
+	t.recreated = nil
 	t.mu.Unlock()
 	for _, l := range changed {
 		// Its topic is checked again before the next transaction
@@ -526,8 +546,23 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		}
 		err = nil
 	}
+	if err != nil && !committed && recreatedInTxn(err) && t.epochPerTxn(cl, timeout) {
+		// franz-go aborted the transaction, since a topic it wrote to
+		// was deleted and created again. The abort ended the producer
+		// epoch: the records are handled again, and their writes to the
+		// topic, failed for its old id, make the client forget it.
+		if why == nil {
+			why = err
+		}
+		err = nil
+	}
 	if err != nil && try == kgo.TryAbort && !fatalTxn(err) {
 		err = t.abortUntilDone(ctx, timeout, err)
+	}
+	if err == nil && !committed && len(recreated) > 0 {
+		if err = t.forgetRecreated(cl, recreated, timeout); err != nil {
+			return true, err
+		}
 	}
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
@@ -675,6 +710,54 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 func offsetsRefused(err error) bool {
 	return (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)) &&
 		!errors.Is(err, kerr.TransactionAbortable)
+}
+
+// recreatedInTxn reports whether err, from ending a transaction, is
+// franz-go's refusal to commit a transaction that wrote to a topic deleted
+// and created again since: it aborted the transaction instead.
+func recreatedInTxn(err error) bool {
+	return errors.Is(err, kerr.TransactionAbortable) && errors.Is(err, kerr.UnknownTopicID)
+}
+
+// forgetRecreated makes the client forget output topics that were deleted
+// and created again, once the transaction whose outputs to them failed for
+// the old ids is aborted: the next one writes to the new topics. Forgetting
+// a topic starts its sequence numbers again; that is safe only when the
+// abort ended the producer epoch (transaction.version 2, KIP-890). Before,
+// an output that reached the new topic by name in the aborted transaction
+// holds the sequence numbers the next writes would start with, and the
+// broker would take them for duplicates and drop them: the consumer halts
+// instead, and a restart begins with a new epoch.
+func (t *txn) forgetRecreated(cl *kgo.Client, topics []string, timeout time.Duration) error {
+	if !t.epochPerTxn(cl, timeout) {
+		return fmt.Errorf("output topics %v were deleted and created again, and this cluster keeps the producer epoch across transactions "+
+			"(transaction.version below 2): the client cannot forget the old topics safely; a restart begins with a new epoch", topics)
+	}
+	t.log.Warn("output topics were deleted and created again: the client writes to them afresh", "topics", topics)
+	cl.PurgeTopicsFromProducing(topics...)
+	return nil
+}
+
+// epochPerTxn asks the cluster whether its transactions end with a new
+// producer epoch (its finalized transaction.version is 2 or more). Asked
+// each time a topic was created again under the transactions, which is
+// rare: the answer is not kept. An unanswered question counts as no.
+func (t *txn) epochPerTxn(cl *kgo.Client, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "antidote", "1"
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.log.Warn("the cluster's transaction version is unknown", "err", err)
+		return false
+	}
+	for _, f := range resp.FinalizedFeatures {
+		if f.Name == "transaction.version" {
+			return f.MaxVersionLevel >= 2
+		}
+	}
+	return false
 }
 
 // fatalTxn reports whether a transaction error means this member can no
