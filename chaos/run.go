@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -401,79 +400,18 @@ func (r *runner) startMember(idx int) {
 		err := cmd.Wait()
 		errf.Close()
 		r.mu.Lock()
-		restart := false
 		if !m.killed && err != nil {
-			if kind, why, ok := r.documentedHalt(idx, err); ok {
-				// A documented halt of the exactly-once mode: restarted,
-				// as a supervisor does.
-				restart = !r.ending
-				r.faults[kind]++
-				r.notes = append(r.notes, fmt.Sprintf("member %d halted (%s)", idx, why))
-			} else {
-				tailOf, _ := os.ReadFile(fmt.Sprintf("%s/m%d.stderr", r.dir, idx))
-				r.exits = append(r.exits, Violation{Kind: "child-exit", Detail: fmt.Sprintf("member %d (pid %d) exited on its own: %v; %s",
-					idx, cmd.Process.Pid, err, lastLines(string(tailOf), 5))})
-			}
+			// Any exit of its own is a violation: the exactly-once mode
+			// no longer halts on a topic created again or on a commit
+			// whose end was not confirmed (on clusters with
+			// transaction.version 2, as both backends are).
+			tailOf, _ := os.ReadFile(fmt.Sprintf("%s/m%d.stderr", r.dir, idx))
+			r.exits = append(r.exits, Violation{Kind: "child-exit", Detail: fmt.Sprintf("member %d (pid %d) exited on its own: %v; %s",
+				idx, cmd.Process.Pid, err, lastLines(string(tailOf), 5))})
 		}
 		close(m.done)
 		r.mu.Unlock()
-		if restart {
-			time.Sleep(time.Second)
-			r.mu.Lock()
-			// Not if a fault took the member over meanwhile (a kill that
-			// restarts it, a leave) or the run is ending.
-			restart = r.members[idx] == m && !m.killed && !r.ending
-			if restart {
-				r.notes = append(r.notes, fmt.Sprintf("member %d restarted after its halt", idx))
-			}
-			r.mu.Unlock()
-			if restart {
-				r.startMember(idx)
-			}
-		}
 	}()
-}
-
-// HaltRecreated counts the members that halted because a topic
-// their transaction wrote to was deleted and created again (the delete
-// fault in the exactly-once mode): the consumer halts then, documented in
-// docs/modes.md, and a restart goes on. It is shown with the faults.
-const HaltRecreated = "halt-recreated"
-
-// HaltUnknownCommit counts the members that halted because the end of a
-// transaction they committed was not confirmed (a broker fault): it may have
-// committed, so the consumer halts, as the ExactlyOnce doc says, and a
-// restart reads the group's offsets. It is shown with the faults.
-const HaltUnknownCommit = "halt-commit-unknown"
-
-// documentedHalt reports whether member idx's process, which exited with
-// err, halted as the exactly-once mode documents it (its exit code says
-// halted and its last stop event says why), and which (HaltRecreated,
-// HaltUnknownCommit). Called with r.mu held.
-func (r *runner) documentedHalt(idx int, err error) (kind, why string, ok bool) {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !r.sc.Mode.ExactlyOnce {
-		return "", "", false
-	}
-	b, rerr := os.ReadFile(fmt.Sprintf("%s/m%d.jsonl", r.dir, idx))
-	if rerr != nil {
-		return "", "", false
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	var e Event
-	for i := len(lines) - 1; i >= 0 && e.Ev != "stop"; i-- { // its last stop event
-		e = Event{}
-		json.Unmarshal([]byte(lines[i]), &e)
-	}
-	switch {
-	case e.Ev != "stop":
-		return "", "", false
-	case strings.Contains(e.Err, "before the topic was deleted and recreated"):
-		return HaltRecreated, "a topic its transaction wrote to was deleted and created again", true
-	case strings.Contains(e.Err, "the transactions cannot go on: ending a transaction: "):
-		return HaltUnknownCommit, "the end of a committed transaction was not confirmed", true
-	}
-	return "", "", false
 }
 
 func lastLines(s string, n int) string {

@@ -130,6 +130,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	if cfg.ExactlyOnce.on() {
 		c.txn = newTxn(cfg.ExactlyOnce, c.log)
 		c.txn.onCommit = c.pruneSkips
+		c.txn.group = cfg.Group
 	}
 	topics := cfg.Topics
 	if cfg.RetryTopics.on() {
@@ -215,6 +216,10 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	}
 	c.cl = cl
 	c.dlq.attach(cl)
+	if c.txn != nil {
+		c.txn.adm = c.dlq.adm
+		c.txn.writerTopic = c.dlq.writes
+	}
 	if !cfg.DurableAttempts.Disable {
 		tmpl := cfg.DurableAttempts.Topic
 		if tmpl == "" {
@@ -631,6 +636,9 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 
 func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	c.assign(revoked, false)
+	if c.txn != nil {
+		c.txn.forgetKnown(revoked)
+	}
 	c.stopPartitions(revoked)
 	c.forgetPauses(revoked)
 	if c.tiers != nil {
@@ -656,6 +664,9 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 
 func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	c.assign(lost, false)
+	if c.txn != nil {
+		c.txn.forgetKnown(lost)
+	}
 	c.stopPartitions(lost)
 	c.forgetPauses(lost)
 	if c.tiers != nil {

@@ -161,6 +161,18 @@ func (w *dlqWriter) what(topic string) string {
 	return "dead-letter topic"
 }
 
+// writes reports whether the writer writes to topic: a retry tier, or a
+// dead-letter topic it checked.
+func (w *dlqWriter) writes(topic string) bool {
+	if w.isTier != nil && w.isTier(topic) {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.topics[topic]
+	return ok
+}
+
 // topicFor returns the dead-letter topic of a source topic.
 func (w *dlqWriter) topicFor(source string) string {
 	// The newest topic first: one comparison and no hashing for a consumer

@@ -1038,3 +1038,119 @@ func testSkipWhileCopyWritten(t *testing.T, lands bool) {
 		t.Errorf("stats: skipped %d, processed %d, stuck %+v; want r0 skipped once, r1 processed", st.Skipped, st.Processed, st.Stuck)
 	}
 }
+
+// Defect 9 of the engine issue: in the exactly-once mode, a commit whose end
+// the cluster did not confirm halted the consumer, and only a restart by a
+// supervisor brought it back. It now goes on by itself: the transaction is
+// aborted with a new producer epoch, which ends it if it is still open, and
+// the partitions go back to the group's committed offsets on the broker.
+// Whether the commit happened or not, each record has one committed output.
+//
+// "committed": the broker commits the transaction after the client gave up
+// waiting for the answer. Going back to franz-go's view of the committed
+// offsets (from before the transaction) would handle its records again and
+// commit their outputs twice, then and at every later abort.
+// "aborted": the request never reaches the broker; the new epoch aborts the
+// transaction, and its records are handled again.
+func TestExactlyOnceUnconfirmedCommit(t *testing.T) {
+	for _, mode := range []string{"committed", "aborted"} {
+		t.Run(mode, func(t *testing.T) { testEOSUnconfirmedCommit(t, mode) })
+	}
+}
+
+func testEOSUnconfirmedCommit(t *testing.T, mode string) {
+	synctest.Test(t, func(t *testing.T) {
+		c := kafkatest.NewVirtual(t)
+		in, out := c.Topic(t, "eosunconf-in", 2), c.Topic(t, "eosunconf-out", 2)
+		const timeout = 2 * time.Second // DeadLetter.WriteTimeout: End waits twice that
+		// The first commit's EndTxn is answered too late ("committed":
+		// held past the client's wait, then handled) or not at all
+		// ("aborted": its connection closed, for as long as the client
+		// waits).
+		var first atomic.Bool
+		var until time.Time
+		var unconfirmed atomic.Bool
+		c.Fake().ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake().KeepControl()
+			if !req.(*kmsg.EndTxnRequest).Commit {
+				return nil, nil, false
+			}
+			if first.CompareAndSwap(false, true) {
+				unconfirmed.Store(true)
+				until = time.Now().Add(2*timeout + timeout/4)
+				if mode == "committed" {
+					c.Fake().SleepControl(func() { time.Sleep(time.Until(until)) })
+					return nil, nil, false
+				}
+			}
+			if mode == "aborted" && time.Now().Before(until) {
+				return nil, errors.New("closed at once"), true
+			}
+			return nil, nil, false
+		})
+		var armed atomic.Bool
+		failed := failTxnProduceOnce(c, armed.Load)
+
+		var mu sync.Mutex
+		calls := map[string]int{}
+		cfg := virtualConfig(t, c, in, serde.String())
+		cfg.DeadLetter.WriteTimeout = timeout
+		// One transaction holds every record of the first batch.
+		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosunconf-txn"), MaxRecords: 1000, Interval: 10 * time.Second}
+		cfg.ClientOpts = append(cfg.ClientOpts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		cfg.Handler = func(_ context.Context, r *consumer.Record[string, string]) error {
+			mu.Lock()
+			calls[string(r.Raw.Key)]++
+			mu.Unlock()
+			return r.Produce(&kgo.Record{Topic: out, Partition: r.Raw.Partition, Key: r.Raw.Key, Value: r.Raw.Value})
+		}
+		cons, stop := startInBubble(t, cfg)
+		prod := c.Client(t, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		const n, m = 40, 10
+		recs := make([]*kgo.Record, 0, n+m)
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: in, Partition: int32(i % 2), Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+		}
+		kafkatest.Produce(t, prod, recs...)
+		elapse(40 * time.Second)
+		if !unconfirmed.Load() {
+			t.Fatal("no commit was sent: the fault did not land")
+		}
+		if !cons.Stats().Running {
+			t.Fatal("the consumer stopped after a commit whose end was not confirmed; want it to go on")
+		}
+		mu.Lock()
+		again := 0
+		for _, n := range calls {
+			if n > 1 {
+				again++
+			}
+		}
+		mu.Unlock()
+		switch {
+		case mode == "committed" && again > 0:
+			t.Errorf("%d records handled again after their transaction committed", again)
+		case mode == "aborted" && again != n:
+			t.Errorf("%d of %d records handled again after their transaction aborted", again, n)
+		}
+		// An abort later, of a transaction that holds records of
+		// partition 0 only: partition 1 goes back to the offsets read
+		// from the broker too, not to franz-go's view of them.
+		armed.Store(true)
+		more := make([]*kgo.Record, 0, m)
+		for i := n; i < n+m; i++ {
+			more = append(more, &kgo.Record{Topic: in, Partition: 0, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+		}
+		kafkatest.Produce(t, prod, more...)
+		elapse(40 * time.Second)
+		if !failed.Load() {
+			t.Fatal("the later transaction did not abort: the fault did not land")
+		}
+		st := cons.Stats()
+		if err := stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		checkOutputsOrLetters(t, c, in, out, n+m, 0)
+		t.Logf("%d transactions committed, %d aborted", st.TransactionsCommitted, st.TransactionsAborted)
+	})
+}

@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/antidote-kafka/antidote/backoff"
 	"github.com/antidote-kafka/antidote/failure"
@@ -57,11 +59,12 @@ import (
 // from the committed offsets (nothing of an aborted transaction is seen);
 // the next transaction is begun again while the cluster cannot give a
 // producer id, for up to a minute, then the consumer halts. Stopped
-// meanwhile, it stops cleanly. A
-// commit whose outcome is unknown (the cluster went away between the flush
-// and the end of the transaction) halts the consumer with a *HaltError: it
-// may have committed, and a restart reads the group's offsets from the
-// broker.
+// meanwhile, it stops cleanly. A commit whose outcome is unknown (the
+// cluster went away between the flush and the end of the transaction) may
+// have committed: the consumer aborts it with a new producer epoch (which
+// ends the transaction if it is still open), tried again until the cluster
+// answers, then goes on from the group's committed offsets as the broker
+// holds them, so the records are handled again only if it did not commit.
 //
 // What is counted in [Stats] includes the work of aborted transactions:
 // a record handled again after an abort is counted again.
@@ -161,6 +164,10 @@ type txn struct {
 	// recreated are the topics of its outputs that failed for an old topic
 	// id: deleted and created again since the client learned of them.
 	recreated map[string]struct{}
+	// writerTopic reports whether the dead-letter writer writes to a
+	// topic (a dead-letter topic or retry tier): forgetting it is the
+	// writer's (forgetRecreated).
+	writerTopic func(topic string) bool
 	// failedBefore are the writes that failed in aborted transactions, by
 	// the record they settle, with how many transactions in a row they
 	// failed; a record's entry goes when a transaction commits past it.
@@ -178,6 +185,22 @@ type txn struct {
 	reopened   chan struct{} // closed when the commit is over
 
 	committed, aborted uint64
+
+	// group and adm read the group's committed offsets from the broker
+	// after a transaction whose end was not confirmed (rewind).
+	group string
+	adm   *kadm.Client
+	// known are the committed offsets rewind read, of the partitions of
+	// a transaction whose end was not confirmed: franz-go's view of them
+	// is from before it, and an abort goes back to that view. Each is set
+	// again after every abort until a transaction commits the partition
+	// (franz-go's view is right again) or it is revoked. The poll
+	// goroutine's (commit, and the revoke callbacks, which run while it
+	// polls).
+	known map[tp]kgo.EpochOffset
+	// gone are the partitions revoked while rewind reads (nil when it
+	// does not): what it read of them is not kept.
+	gone map[tp]bool
 
 	checked time.Time // the last fence check (checkFenced); the poll goroutine's
 }
@@ -278,10 +301,11 @@ func (t *txn) write(ctx context.Context, cl *kgo.Client, w *dlqWriter, src srcKe
 		cl.Produce(octx, r, func(r *kgo.Record, err error) {
 			cancel()
 			if err != nil && !errors.Is(err, kgo.ErrAborting) { // aborting: not the record's failure
-				t.writeFailed(src, fmt.Errorf("output to %s: %w", r.Topic, err))
+				var recreated string
 				if errors.Is(err, kerr.UnknownTopicID) {
-					t.outputRecreated(r.Topic)
+					recreated = r.Topic
 				}
+				t.writeFailed(src, fmt.Errorf("output to %s: %w", r.Topic, err), recreated)
 			}
 		})
 	}
@@ -293,22 +317,20 @@ func (t *txn) write(ctx context.Context, cl *kgo.Client, w *dlqWriter, src srcKe
 	}
 }
 
-// writeFailed records a failed write of the open transaction.
-func (t *txn) writeFailed(src srcKey, err error) {
+// writeFailed records a failed output of the open transaction, and its
+// topic (recreated) when it failed for an old id of the topic: the topic
+// was deleted and created again.
+func (t *txn) writeFailed(src srcKey, err error, recreated string) {
 	t.mu.Lock()
 	if _, ok := t.failed[src]; !ok {
 		t.failed[src] = err
 	}
-	t.mu.Unlock()
-}
-
-// outputRecreated records that an output failed for an old id of its topic.
-func (t *txn) outputRecreated(topic string) {
-	t.mu.Lock()
-	if t.recreated == nil {
-		t.recreated = map[string]struct{}{}
+	if recreated != "" {
+		if t.recreated == nil {
+			t.recreated = map[string]struct{}{}
+		}
+		t.recreated[recreated] = struct{}{}
 	}
-	t.recreated[topic] = struct{}{}
 	t.mu.Unlock()
 }
 
@@ -559,10 +581,26 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	if err != nil && try == kgo.TryAbort && !fatalTxn(err) {
 		err = t.abortUntilDone(ctx, timeout, err)
 	}
-	if err == nil && !committed && len(recreated) > 0 {
-		if err = t.forgetRecreated(cl, recreated, timeout); err != nil {
-			return true, err
+	unconfirmed := err != nil && try == kgo.TryCommit && !committed && !fatalTxn(err) && !errors.Is(err, errNotAssigned)
+	if unconfirmed {
+		// The commit's end is not known (the cluster did not answer):
+		// it may have committed. Aborting again loads the producer id
+		// anew, which ends the epoch and with it the transaction, if
+		// it is still open; then the group's offsets on the broker say
+		// which it was, and the records go on from there: handled
+		// again if it aborted, not if it committed.
+		t.log.Warn("the end of a transaction was not confirmed: it is aborted with a new producer epoch, and the consumer goes on from the group's committed offsets",
+			"records", settled, "err", err)
+		if why == nil {
+			why = err
 		}
+		if err = t.abortUntilDone(ctx, timeout, err); err == nil {
+			err = t.rewind(ctx, cl, timeout, marks)
+		}
+	}
+	var halt error
+	if err == nil && !committed && len(recreated) > 0 {
+		halt = t.forgetRecreated(cl, recreated, timeout)
 	}
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
@@ -577,6 +615,9 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		}
 	case committed:
 		t.abortsInRow = 0
+		for k := range marks {
+			delete(t.known, k) // franz-go's view of it is right again
+		}
 		for k := range t.failedBefore {
 			if eo, ok := marks[k.tp]; ok && eo.Offset > k.offset {
 				delete(t.failedBefore, k) // written at last, or settled by its policy
@@ -595,6 +636,12 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	if committed && t.onCommit != nil {
 		t.onCommit(marks)
 	}
+	if !committed && err == nil {
+		// franz-go went back to its view of the committed offsets,
+		// which is from before a transaction whose end was not
+		// confirmed: the offsets rewind read are the broker's.
+		t.setKnown(cl)
+	}
 	select { // a signal of the transaction just ended
 	case <-t.full:
 	default:
@@ -609,6 +656,9 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		// A write failed: the next try waits a little more each time, so
 		// that a failure the broker repeats is not a hot loop.
 		time.Sleep(min(time.Duration(1<<min(aborts-1, 6))*100*time.Millisecond, 5*time.Second))
+	}
+	if halt != nil {
+		return !committed, halt
 	}
 	if err != nil && !errors.Is(err, errNotAssigned) {
 		// The outcome is not known (franz-go: "odds are you should not
@@ -701,12 +751,95 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 	}
 }
 
+// rewind reads the group's committed offsets of the partitions of a
+// transaction whose end was not confirmed (marks) from the broker, once
+// that transaction is aborted with a new producer epoch, and sets the
+// client's positions to them: they say whether it committed. A pending
+// transactional commit makes the broker answer UNSTABLE_OFFSET_COMMIT
+// (RequireStable); rewind asks again until the answer is stable, or ctx
+// ends (errStopping).
+func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration, marks map[tp]kgo.EpochOffset) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	t.gone = map[tp]bool{}
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.gone = nil
+		t.mu.Unlock()
+	}()
+	for attempt := 1; ; attempt++ {
+		fctx, cancel := context.WithTimeout(ctx, timeout)
+		got, err := t.adm.FetchOffsets(kadm.RequireStable(fctx), t.group)
+		cancel()
+		if err == nil {
+			err = got.Error()
+		}
+		if err == nil {
+			t.mu.Lock()
+			if t.known == nil {
+				t.known = make(map[tp]kgo.EpochOffset, len(marks))
+			}
+			for k := range marks {
+				if o, ok := got.Lookup(k.topic, k.partition); ok && o.At >= 0 && !t.gone[k] {
+					t.known[k] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
+				}
+			}
+			t.mu.Unlock()
+			t.log.Info("positions go back to the group's committed offsets after an unconfirmed transaction end", "partitions", len(marks))
+			return nil
+		}
+		wait := min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)
+		t.log.Warn("the group's committed offsets cannot be read yet; trying again", "attempt", attempt, "wait", wait.String(), "err", err)
+		if backoff.Sleep(ctx, wait) != nil {
+			return errStopping
+		}
+	}
+}
+
+// setKnown sets the client's positions of the partitions rewind read to
+// the offsets it read. SetOffsets skips a partition not consumed.
+func (t *txn) setKnown(cl *kgo.Client) {
+	t.mu.Lock()
+	if len(t.known) == 0 {
+		t.mu.Unlock()
+		return
+	}
+	m := make(map[string]map[int32]kgo.EpochOffset)
+	for k, eo := range t.known {
+		if m[k.topic] == nil {
+			m[k.topic] = make(map[int32]kgo.EpochOffset)
+		}
+		m[k.topic][k.partition] = eo
+	}
+	t.mu.Unlock()
+	cl.SetOffsets(m)
+}
+
+// forgetKnown drops what rewind read of partitions revoked or lost: their
+// next owner, or this member assigned them again, starts from the broker's
+// offsets.
+func (t *txn) forgetKnown(parts map[string][]int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			delete(t.known, tp{topic, p})
+			if t.gone != nil {
+				t.gone[tp{topic, p}] = true
+			}
+		}
+	}
+}
+
 // offsetsRefused reports whether err, from ending a transaction, is the
 // broker's refusal of a partition's offsets because its topic is unknown:
 // an error of the offsets' commit (TxnOffsetCommit), which franz-go returns
 // only once the abort that follows it succeeded. Not franz-go's own error
 // for a topic the transaction produced to that was created again
-// (TransactionAbortable, with UNKNOWN_TOPIC_ID): that one still halts.
+// (TransactionAbortable, with UNKNOWN_TOPIC_ID): see recreatedInTxn.
 func offsetsRefused(err error) bool {
 	return (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)) &&
 		!errors.Is(err, kerr.TransactionAbortable)
@@ -728,21 +861,40 @@ func recreatedInTxn(err error) bool {
 // holds the sequence numbers the next writes would start with, and the
 // broker would take them for duplicates and drop them: the consumer halts
 // instead, and a restart begins with a new epoch.
+//
+// A dead-letter topic or retry tier that is also an output is left to the
+// dead-letter writer, which forgets a topic only while nothing is written
+// to it (dlqWriter.ensure): forgetting it here too would reset the sequence
+// numbers of its writes to the new topic.
 func (t *txn) forgetRecreated(cl *kgo.Client, topics []string, timeout time.Duration) error {
+	topics = slices.DeleteFunc(topics, func(topic string) bool { return t.writerTopic != nil && t.writerTopic(topic) })
+	if len(topics) == 0 {
+		return nil
+	}
 	if !t.epochPerTxn(cl, timeout) {
-		return fmt.Errorf("output topics %v were deleted and created again, and this cluster keeps the producer epoch across transactions "+
-			"(transaction.version below 2): the client cannot forget the old topics safely; a restart begins with a new epoch", topics)
+		return fmt.Errorf("output topics %v were deleted and created again, and the transactions keep the producer epoch "+
+			"(transaction.version below 2, or a MaxVersions cap below its requests): the client cannot forget the old topics safely; a restart begins with a new epoch", topics)
 	}
 	t.log.Warn("output topics were deleted and created again: the client writes to them afresh", "topics", topics)
 	cl.PurgeTopicsFromProducing(topics...)
 	return nil
 }
 
-// epochPerTxn asks the cluster whether its transactions end with a new
-// producer epoch (its finalized transaction.version is 2 or more). Asked
-// each time a topic was created again under the transactions, which is
-// rare: the answer is not kept. An unanswered question counts as no.
+// epochPerTxn reports whether the client's transactions end with a new
+// producer epoch: the cluster's finalized transaction.version is 2 or more
+// (KIP-890), and the client's MaxVersions, if any, allow the requests that
+// franz-go needs for it (Produce 12, EndTxn 5, TxnOffsetCommit 5; franz-go
+// decides the same way). The cluster is asked each time a topic was created
+// again under the transactions, which is rare: the answer is not kept. An
+// unanswered question counts as no.
 func (t *txn) epochPerTxn(cl *kgo.Client, timeout time.Duration) bool {
+	if mv, _ := cl.OptValue(kgo.MaxVersions).(*kversion.Versions); mv != nil {
+		for key, need := range map[int16]int16{int16(kmsg.Produce): 12, int16(kmsg.EndTxn): 5, int16(kmsg.TxnOffsetCommit): 5} {
+			if v, ok := mv.LookupMaxKeyVersion(key); !ok || v < need {
+				return false
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	req := kmsg.NewPtrApiVersionsRequest()
