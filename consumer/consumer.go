@@ -141,7 +141,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 		c.dlq.isTier = func(t string) bool { _, ok := c.tiers.byTopic[t]; return ok }
 		c.dlq.tierGone = func(t string) {
 			c.tiers.gone(t)
-			c.forgetSkips(t)
+			c.consumeAfresh(t)
 		}
 		topics = append(slices.Clip(cfg.Topics), c.tiers.topics()...)
 	}
@@ -294,7 +294,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 		c.beginTxns(runCtx)
 	}
 	fetchErrs := newFetchErrs(c.log, c.cl)
-	fetchErrs.afresh = c.forgetSkips
+	fetchErrs.afresh = c.consumeAfresh
 	if c.tiers != nil {
 		fetchErrs.writer = func(t string) bool {
 			to, ok := c.tiers.byTopic[t]
@@ -538,6 +538,17 @@ func (c *Consumer[K, V]) forgetPauses(m map[string][]int32) {
 	c.mu.Unlock()
 }
 
+// consumeAfresh forgets what the consumer keeps of a topic by offset
+// when the client is made to consume it afresh (it was deleted and created
+// again): the operator skips, and the committed offsets read after an
+// unconfirmed transaction end. The offsets they name are the old topic's.
+func (c *Consumer[K, V]) consumeAfresh(topic string) {
+	c.forgetSkips(topic)
+	if c.txn != nil {
+		c.txn.forgetKnownTopic(topic)
+	}
+}
+
 // forgetSkips drops the operator skips of a topic that was deleted and
 // created again: the offsets they name are the old topic's.
 func (c *Consumer[K, V]) forgetSkips(topic string) {
@@ -589,6 +600,9 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 	sort.Strings(topics)
 	<-c.built
 	c.assign(assigned, true)
+	if c.txn != nil {
+		c.txn.forgetKnown(assigned)
+	}
 	if c.tiers != nil {
 		c.assignTiers(assigned)
 	}

@@ -170,7 +170,7 @@ func (c *Consumer[K, V]) watchTopicIDs(ctx context.Context) {
 				continue // gone for now: its id is compared once it is back
 			}
 			if c.held.changed(td.Topic, td.ID) {
-				c.forgetSkips(td.Topic)
+				c.consumeAfresh(td.Topic)
 				c.log.Warn("topic was deleted and created again: the client consumes it afresh", "topic", td.Topic)
 				// For consuming only: forgetting the producing
 				// too would start its sequence numbers again, and in

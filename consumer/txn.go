@@ -61,10 +61,11 @@ import (
 // producer id, for up to a minute, then the consumer halts. Stopped
 // meanwhile, it stops cleanly. A commit whose outcome is unknown (the
 // cluster went away between the flush and the end of the transaction) may
-// have committed: the consumer aborts it with a new producer epoch (which
-// ends the transaction if it is still open), tried again until the cluster
-// answers, then goes on from the group's committed offsets as the broker
-// holds them, so the records are handled again only if it did not commit.
+// have committed: the consumer loads its producer id again, which ends the
+// transaction if it is still open, waiting until the cluster answers; then
+// it goes on from the group's committed offsets as the broker holds them,
+// so that the records are handled again only if it did not commit. An end
+// the cluster refuses for good (not authorized, say) halts the consumer.
 //
 // What is counted in [Stats] includes the work of aborted transactions:
 // a record handled again after an abort is counted again.
@@ -194,12 +195,12 @@ type txn struct {
 	// a transaction whose end was not confirmed: franz-go's view of them
 	// is from before it, and an abort goes back to that view. Each is set
 	// again after every abort until a transaction commits the partition
-	// (franz-go's view is right again) or it is revoked. The poll
-	// goroutine's (commit, and the revoke callbacks, which run while it
-	// polls).
+	// (franz-go's view is right again) or it is revoked, lost or assigned
+	// (franz-go reads the broker's offsets then). Under mu: the revoke
+	// callbacks run while a commit does.
 	known map[tp]kgo.EpochOffset
-	// gone are the partitions revoked while rewind reads (nil when it
-	// does not): what it read of them is not kept.
+	// gone are the partitions revoked, lost or assigned while a commit
+	// runs (nil between commits): what rewind reads of them is not kept.
 	gone map[tp]bool
 
 	checked time.Time // the last fence check (checkFenced); the poll goroutine's
@@ -452,6 +453,7 @@ func (t *txn) rewrite(marks map[tp]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRe
 func (t *txn) begin() {
 	t.mu.Lock()
 	t.committing = true
+	t.gone = map[tp]bool{}
 	t.reopened = make(chan struct{})
 	if t.inside == 0 {
 		t.mu.Unlock()
@@ -482,6 +484,7 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 			}
 			clear(t.next)
 			t.committing = false
+			t.gone = nil
 			close(t.reopened)
 			t.mu.Unlock()
 			return
@@ -504,7 +507,9 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 // tried again until it is, or until ctx ends: nothing of an aborted
 // transaction can have been committed, so the consumer goes on from the
 // committed offsets once the cluster answers. A commit whose end is not
-// confirmed is returned as an error: it may have committed.
+// confirmed may have committed: it is aborted likewise, and the consumer
+// goes on from the group's committed offsets as the broker holds them
+// (rewind). Any other error of the end is returned: a halt.
 func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration) (aborted bool, err error) {
 	t.mu.Lock()
 	empty := t.settled == 0 && len(t.letters) == 0 && len(t.failed) == 0
@@ -581,7 +586,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	if err != nil && try == kgo.TryAbort && !fatalTxn(err) {
 		err = t.abortUntilDone(ctx, timeout, err)
 	}
-	unconfirmed := err != nil && try == kgo.TryCommit && !committed && !fatalTxn(err) && !errors.Is(err, errNotAssigned)
+	unconfirmed := err != nil && try == kgo.TryCommit && !committed && !fatalTxn(err) && !errors.Is(err, errNotAssigned) && outcomeUnknown(err)
 	if unconfirmed {
 		// The commit's end is not known (the cluster did not answer):
 		// it may have committed. Aborting again loads the producer id
@@ -636,7 +641,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	if committed && t.onCommit != nil {
 		t.onCommit(marks)
 	}
-	if !committed && err == nil {
+	if !committed && (err == nil || errors.Is(err, errNotAssigned)) {
 		// franz-go went back to its view of the committed offsets,
 		// which is from before a transaction whose end was not
 		// confirmed: the offsets rewind read are the broker's.
@@ -661,10 +666,10 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		return !committed, halt
 	}
 	if err != nil && !errors.Is(err, errNotAssigned) {
-		// The outcome is not known (franz-go: "odds are you should not
-		// continue"): going on from the client's view of the commits
-		// could handle committed records again. A restart reads the
-		// group's offsets from the broker.
+		// An error the cluster will repeat (franz-go: "odds are you
+		// should not continue"), or the end of an unconfirmed commit
+		// could not be made sure of: a restart reads the group's
+		// offsets from the broker.
 		return !committed, fmt.Errorf("ending a transaction: %w", err)
 	}
 	if berr := t.beginUntilDone(ctx); berr != nil {
@@ -739,7 +744,7 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 		if backoff.Sleep(ctx, wait) != nil {
 			// Stopping: the transaction is left to the coordinator's
 			// timeout, or to the next owner's producer id, which fences
-			// it. Nothing of it was committed.
+			// it. The next owner reads the group's offsets.
 			return errStopping
 		}
 		ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
@@ -753,43 +758,41 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 
 // rewind reads the group's committed offsets of the partitions of a
 // transaction whose end was not confirmed (marks) from the broker, once
-// that transaction is aborted with a new producer epoch, and sets the
-// client's positions to them: they say whether it committed. A pending
-// transactional commit makes the broker answer UNSTABLE_OFFSET_COMMIT
-// (RequireStable); rewind asks again until the answer is stable, or ctx
-// ends (errStopping).
+// that transaction is ended, and keeps them (known) for the client's
+// positions (setKnown): they say whether it committed. The transaction is
+// ended first: franz-go's abort of it (abortUntilDone) only marks the
+// producer id to be loaded again, and the load, which ends the epoch and the
+// transaction with it, is waited for here. The offsets are asked for by
+// partition with RequireStable, so that a commit still pending makes the
+// broker answer UNSTABLE_OFFSET_COMMIT, not "none": rewind asks again until
+// every answer is stable, or ctx ends (errStopping). A refusal the broker
+// will repeat (not authorized) is returned: a halt.
 func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration, marks map[tp]kgo.EpochOffset) error {
 	if len(marks) == 0 {
 		return nil
 	}
-	t.mu.Lock()
-	t.gone = map[tp]bool{}
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		t.gone = nil
-		t.mu.Unlock()
-	}()
 	for attempt := 1; ; attempt++ {
-		fctx, cancel := context.WithTimeout(ctx, timeout)
-		got, err := t.adm.FetchOffsets(kadm.RequireStable(fctx), t.group)
-		cancel()
-		if err == nil {
-			err = got.Error()
-		}
+		got, err := t.readCommitted(ctx, cl, timeout, marks)
 		if err == nil {
 			t.mu.Lock()
 			if t.known == nil {
 				t.known = make(map[tp]kgo.EpochOffset, len(marks))
 			}
-			for k := range marks {
-				if o, ok := got.Lookup(k.topic, k.partition); ok && o.At >= 0 && !t.gone[k] {
-					t.known[k] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
+			for k, eo := range got {
+				switch {
+				case t.gone[k]:
+				case eo.Offset < 0:
+					delete(t.known, k) // no commit: franz-go's view says so too
+				default:
+					t.known[k] = eo
 				}
 			}
 			t.mu.Unlock()
 			t.log.Info("positions go back to the group's committed offsets after an unconfirmed transaction end", "partitions", len(marks))
 			return nil
+		}
+		if fatalTxn(err) || !outcomeUnknown(err) && !errors.Is(err, kerr.UnstableOffsetCommit) {
+			return fmt.Errorf("reading the group's committed offsets after an unconfirmed transaction end: %w", err)
 		}
 		wait := min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)
 		t.log.Warn("the group's committed offsets cannot be read yet; trying again", "attempt", attempt, "wait", wait.String(), "err", err)
@@ -797,6 +800,88 @@ func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration,
 			return errStopping
 		}
 	}
+}
+
+// readCommitted ends the epoch of the transaction whose end was not
+// confirmed (loading the producer id again), then reads the group's
+// committed offsets of the partitions of marks (-1: none).
+func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Duration, marks map[tp]kgo.EpochOffset) (map[tp]kgo.EpochOffset, error) {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	_, _, err := cl.ProducerID(pctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = t.group, true
+	byTopic := map[string][]int32{}
+	for k := range marks {
+		byTopic[k.topic] = append(byTopic[k.topic], k.partition)
+	}
+	for topic, parts := range byTopic {
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, parts
+		req.Topics = append(req.Topics, rt)
+	}
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	resp, err := req.RequestWith(fctx, cl)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	code := resp.ErrorCode
+	type part struct {
+		Partition   int32
+		Offset      int64
+		LeaderEpoch int32
+		ErrorCode   int16
+	}
+	parts := map[tp]part{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			parts[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
+		}
+	}
+	for _, g := range resp.Groups { // v8 and up
+		if g.ErrorCode != 0 {
+			code = g.ErrorCode
+		}
+		for _, rt := range g.Topics {
+			for _, rp := range rt.Partitions {
+				parts[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
+			}
+		}
+	}
+	if err := kerr.ErrorForCode(code); err != nil {
+		return nil, err
+	}
+	got := make(map[tp]kgo.EpochOffset, len(marks))
+	for k := range marks {
+		rp, ok := parts[k]
+		if !ok {
+			return nil, fmt.Errorf("no answer for %s/%d: %w", k.topic, k.partition, kerr.UnstableOffsetCommit)
+		}
+		if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+			return nil, fmt.Errorf("%s/%d: %w", k.topic, k.partition, err)
+		}
+		got[k] = kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.Offset}
+	}
+	return got, nil
+}
+
+// outcomeUnknown reports whether err, from ending a transaction or reading
+// the group's offsets, leaves the outcome unknown: the cluster did not
+// answer, or answered with an error it may not repeat. A refusal it will
+// repeat (not authorized, a fenced instance id) says the transaction was
+// aborted, and halts as before.
+func outcomeUnknown(err error) bool {
+	if unreachable(err) || errors.Is(err, kerr.UnknownServerError) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if ke, ok := errors.AsType[*kerr.Error](err); ok {
+		return ke.Retriable
+	}
+	return true // not the broker's answer: the client's own (gave up retrying, say)
 }
 
 // setKnown sets the client's positions of the partitions rewind read to
@@ -818,9 +903,9 @@ func (t *txn) setKnown(cl *kgo.Client) {
 	cl.SetOffsets(m)
 }
 
-// forgetKnown drops what rewind read of partitions revoked or lost: their
-// next owner, or this member assigned them again, starts from the broker's
-// offsets.
+// forgetKnown drops what rewind read of partitions revoked, lost or
+// assigned: their next owner, or this member assigned them again, starts
+// from the offsets franz-go reads from the broker then.
 func (t *txn) forgetKnown(parts map[string][]int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -830,6 +915,18 @@ func (t *txn) forgetKnown(parts map[string][]int32) {
 			if t.gone != nil {
 				t.gone[tp{topic, p}] = true
 			}
+		}
+	}
+}
+
+// forgetKnownTopic drops what rewind read of a topic consumed afresh
+// (deleted and created again): its offsets were the old topic's.
+func (t *txn) forgetKnownTopic(topic string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.known {
+		if k.topic == topic {
+			delete(t.known, k)
 		}
 	}
 }
