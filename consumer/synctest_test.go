@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -1052,8 +1053,11 @@ func testSkipWhileCopyWritten(t *testing.T, lands bool) {
 // commit their outputs twice, then and at every later abort.
 // "aborted": the request never reaches the broker; the new epoch aborts the
 // transaction, and its records are handled again.
+// "server-error": the broker commits, and the client is answered
+// UNKNOWN_SERVER_ERROR; franz-go ends the transaction as an abort and
+// reports a plain abort, which the broker's offsets decide too.
 func TestExactlyOnceUnconfirmedCommit(t *testing.T) {
-	for _, mode := range []string{"committed", "aborted"} {
+	for _, mode := range []string{"committed", "aborted", "server-error"} {
 		t.Run(mode, func(t *testing.T) { testEOSUnconfirmedCommit(t, mode) })
 	}
 }
@@ -1070,13 +1074,34 @@ func testEOSUnconfirmedCommit(t *testing.T, mode string) {
 		var first atomic.Bool
 		var until time.Time
 		var unconfirmed atomic.Bool
+		side := c.Client(t) // "server-error": commits in the consumer's stead
+		var sideSent atomic.Bool
 		c.Fake().ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			c.Fake().KeepControl()
 			if !req.(*kmsg.EndTxnRequest).Commit {
 				return nil, nil, false
 			}
+			if mode == "server-error" && first.Load() && !sideSent.Load() {
+				sideSent.Store(true)
+				return nil, nil, false // the side client's copy: carried out
+			}
 			if first.CompareAndSwap(false, true) {
 				unconfirmed.Store(true)
+				if mode == "server-error" {
+					end := req.(*kmsg.EndTxnRequest)
+					cp := *end
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						if _, err := cp.RequestWith(context.Background(), side); err != nil {
+							t.Errorf("the side client's commit: %v", err)
+						}
+					}()
+					c.Fake().SleepControl(func() { <-done })
+					resp := end.ResponseKind().(*kmsg.EndTxnResponse)
+					resp.ErrorCode = kerr.UnknownServerError.Code
+					return resp, nil, true
+				}
 				until = time.Now().Add(2*timeout + timeout/4)
 				if mode == "committed" {
 					c.Fake().SleepControl(func() { time.Sleep(time.Until(until)) })
@@ -1128,7 +1153,7 @@ func testEOSUnconfirmedCommit(t *testing.T, mode string) {
 		}
 		mu.Unlock()
 		switch {
-		case mode == "committed" && again > 0:
+		case mode != "aborted" && again > 0:
 			t.Errorf("%d records handled again after their transaction committed", again)
 		case mode == "aborted" && again != n:
 			t.Errorf("%d of %d records handled again after their transaction aborted", again, n)

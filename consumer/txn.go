@@ -201,7 +201,8 @@ type txn struct {
 	known map[tp]kgo.EpochOffset
 	// gone are the partitions revoked, lost or assigned while a commit
 	// runs (nil between commits): what rewind reads of them is not kept.
-	gone map[tp]bool
+	gone       map[tp]bool
+	goneTopics map[string]bool // topics consumed afresh meanwhile
 
 	checked time.Time // the last fence check (checkFenced); the poll goroutine's
 }
@@ -453,7 +454,7 @@ func (t *txn) rewrite(marks map[tp]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRe
 func (t *txn) begin() {
 	t.mu.Lock()
 	t.committing = true
-	t.gone = map[tp]bool{}
+	t.gone, t.goneTopics = map[tp]bool{}, map[string]bool{}
 	t.reopened = make(chan struct{})
 	if t.inside == 0 {
 		t.mu.Unlock()
@@ -484,7 +485,7 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 			}
 			clear(t.next)
 			t.committing = false
-			t.gone = nil
+			t.gone, t.goneTopics = nil, nil
 			close(t.reopened)
 			t.mu.Unlock()
 			return
@@ -587,6 +588,13 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		err = t.abortUntilDone(ctx, timeout, err)
 	}
 	unconfirmed := err != nil && try == kgo.TryCommit && !committed && !fatalTxn(err) && !errors.Is(err, errNotAssigned) && outcomeUnknown(err)
+	if !unconfirmed && err == nil && try == kgo.TryCommit && !committed {
+		// franz-go ends some commits it could not confirm as aborts
+		// (an UNKNOWN_SERVER_ERROR of the EndTxn, which the broker may
+		// have carried out) and reports them as plain aborts, like
+		// one a rebalance caused: the broker's offsets decide.
+		err = t.rewind(ctx, cl, timeout, marks)
+	}
 	if unconfirmed {
 		// The commit's end is not known (the cluster did not answer):
 		// it may have committed. Aborting again loads the producer id
@@ -772,17 +780,28 @@ func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration,
 		return nil
 	}
 	for attempt := 1; ; attempt++ {
-		got, err := t.readCommitted(ctx, cl, timeout, marks)
+		t.mu.Lock()
+		parts := make([]tp, 0, len(marks))
+		for k := range marks {
+			if !t.gone[k] && !t.goneTopics[k.topic] {
+				parts = append(parts, k)
+			}
+		}
+		t.mu.Unlock()
+		got, err := t.readCommitted(ctx, cl, timeout, parts)
 		if err == nil {
 			t.mu.Lock()
 			if t.known == nil {
-				t.known = make(map[tp]kgo.EpochOffset, len(marks))
+				t.known = make(map[tp]kgo.EpochOffset, len(parts))
 			}
 			for k, eo := range got {
 				switch {
-				case t.gone[k]:
+				case t.gone[k] || t.goneTopics[k.topic]:
 				case eo.Offset < 0:
-					delete(t.known, k) // no commit: franz-go's view says so too
+					// No commit, or the topic is gone: franz-go's
+					// view says so too, or the topic is consumed
+					// afresh.
+					delete(t.known, k)
 				default:
 					t.known[k] = eo
 				}
@@ -804,8 +823,10 @@ func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration,
 
 // readCommitted ends the epoch of the transaction whose end was not
 // confirmed (loading the producer id again), then reads the group's
-// committed offsets of the partitions of marks (-1: none).
-func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Duration, marks map[tp]kgo.EpochOffset) (map[tp]kgo.EpochOffset, error) {
+// committed offsets of parts (-1: none, or the topic is gone: a deleted
+// topic has no records to handle again, and one created again is consumed
+// afresh).
+func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Duration, parts []tp) (map[tp]kgo.EpochOffset, error) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	_, _, err := cl.ProducerID(pctx)
 	cancel()
@@ -814,8 +835,11 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 	}
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group, req.RequireStable = t.group, true
+	if len(parts) == 0 {
+		return nil, nil
+	}
 	byTopic := map[string][]int32{}
-	for k := range marks {
+	for _, k := range parts {
 		byTopic[k.topic] = append(byTopic[k.topic], k.partition)
 	}
 	for topic, parts := range byTopic {
@@ -836,10 +860,10 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 		LeaderEpoch int32
 		ErrorCode   int16
 	}
-	parts := map[tp]part{}
+	answers := map[tp]part{}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			parts[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
+			answers[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
 		}
 	}
 	for _, g := range resp.Groups { // v8 and up
@@ -848,32 +872,37 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 		}
 		for _, rt := range g.Topics {
 			for _, rp := range rt.Partitions {
-				parts[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
+				answers[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
 			}
 		}
 	}
 	if err := kerr.ErrorForCode(code); err != nil {
 		return nil, err
 	}
-	got := make(map[tp]kgo.EpochOffset, len(marks))
-	for k := range marks {
-		rp, ok := parts[k]
-		if !ok {
-			return nil, fmt.Errorf("no answer for %s/%d: %w", k.topic, k.partition, kerr.UnstableOffsetCommit)
-		}
-		if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+	got := make(map[tp]kgo.EpochOffset, len(parts))
+	for _, k := range parts {
+		rp, ok := answers[k]
+		err := kerr.ErrorForCode(rp.ErrorCode)
+		switch {
+		case !ok || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition):
+			// Not answered by name: from Kafka 4.2 the answer names the
+			// topic by id, which the client cannot name once the topic
+			// is deleted.
+			got[k] = kgo.EpochOffset{Epoch: -1, Offset: -1}
+		case err != nil:
 			return nil, fmt.Errorf("%s/%d: %w", k.topic, k.partition, err)
+		default:
+			got[k] = kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.Offset}
 		}
-		got[k] = kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.Offset}
 	}
 	return got, nil
 }
 
 // outcomeUnknown reports whether err, from ending a transaction or reading
 // the group's offsets, leaves the outcome unknown: the cluster did not
-// answer, or answered with an error it may not repeat. A refusal it will
-// repeat (not authorized, a fenced instance id) says the transaction was
-// aborted, and halts as before.
+// answer, or answered with an error kerr calls retriable. Any other answer
+// (not authorized, a fenced instance id; and the ones franz-go keeps as its
+// producer id's error, which no reload clears) halts as before.
 func outcomeUnknown(err error) bool {
 	if unreachable(err) || errors.Is(err, kerr.UnknownServerError) || errors.Is(err, context.DeadlineExceeded) {
 		return true
@@ -924,6 +953,9 @@ func (t *txn) forgetKnown(parts map[string][]int32) {
 func (t *txn) forgetKnownTopic(topic string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.goneTopics != nil {
+		t.goneTopics[topic] = true
+	}
 	for k := range t.known {
 		if k.topic == topic {
 			delete(t.known, k)
