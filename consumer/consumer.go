@@ -601,7 +601,7 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 	<-c.built
 	c.assign(assigned, true)
 	if c.txn != nil {
-		c.txn.forgetKnown(assigned)
+		c.txn.forgetKnown(assigned, false)
 	}
 	if c.tiers != nil {
 		c.assignTiers(assigned)
@@ -651,7 +651,7 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	c.assign(revoked, false)
 	if c.txn != nil {
-		c.txn.forgetKnown(revoked)
+		c.txn.forgetKnown(revoked, true)
 	}
 	c.stopPartitions(revoked)
 	c.forgetPauses(revoked)
@@ -679,7 +679,7 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	c.assign(lost, false)
 	if c.txn != nil {
-		c.txn.forgetKnown(lost)
+		c.txn.forgetKnown(lost, true)
 	}
 	c.stopPartitions(lost)
 	c.forgetPauses(lost)

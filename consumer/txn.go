@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -60,12 +61,15 @@ import (
 // the next transaction is begun again while the cluster cannot give a
 // producer id, for up to a minute, then the consumer halts. Stopped
 // meanwhile, it stops cleanly. A commit whose outcome is unknown (the
-// cluster went away between the flush and the end of the transaction) may
-// have committed: the consumer loads its producer id again, which ends the
-// transaction if it is still open, waiting until the cluster answers; then
-// it goes on from the group's committed offsets as the broker holds them,
-// so that the records are handled again only if it did not commit. An end
-// the cluster refuses for good (not authorized, say) halts the consumer.
+// cluster went away between the flush and the end of the transaction, or
+// answered the end with an unknown server error) may have committed: the
+// consumer loads its producer id again, which ends the transaction if it is
+// still open, waiting until the cluster answers; then it goes on from the
+// group's committed offsets as the broker holds them (stable ones: a
+// pending commit is waited for), so that the records are handled again only
+// if it did not commit. It reads them after any abort of a commit attempt
+// whose offsets were sent (a rebalance, say). An end the cluster refuses
+// for good (not authorized, say) halts the consumer.
 //
 // What is counted in [Stats] includes the work of aborted transactions:
 // a record handled again after an abort is counted again.
@@ -192,17 +196,19 @@ type txn struct {
 	group string
 	adm   *kadm.Client
 	// known are the committed offsets rewind read, of the partitions of
-	// a transaction whose end was not confirmed: franz-go's view of them
-	// is from before it, and an abort goes back to that view. Each is set
+	// an aborted commit attempt: where it committed after all (its end
+	// was not confirmed), franz-go's view of them is from before it, and
+	// an abort goes back to that view. Each is set
 	// again after every abort until a transaction commits the partition
 	// (franz-go's view is right again) or it is revoked, lost or assigned
 	// (franz-go reads the broker's offsets then). Under mu: the revoke
 	// callbacks run while a commit does.
 	known map[tp]kgo.EpochOffset
-	// gone are the partitions revoked, lost or assigned while a commit
-	// runs (nil between commits): what rewind reads of them is not kept.
+	// gone are the partitions revoked or lost since the last commit
+	// ended, and goneTopics the topics consumed afresh: rewind does not
+	// read them, nor keep what it read of them.
 	gone       map[tp]bool
-	goneTopics map[string]bool // topics consumed afresh meanwhile
+	goneTopics map[string]bool
 
 	checked time.Time // the last fence check (checkFenced); the poll goroutine's
 }
@@ -254,7 +260,7 @@ const maxFailedBefore = 1000
 
 func newTxn(cfg ExactlyOnce, log *slog.Logger) *txn {
 	return &txn{cfg: cfg, log: log, marks: make(map[tp]kgo.EpochOffset), next: make(map[tp]kgo.EpochOffset), full: make(chan struct{}, 1),
-		failed: make(map[srcKey]error), failedBefore: make(map[srcKey]failedWrite)}
+		failed: make(map[srcKey]error), failedBefore: make(map[srcKey]failedWrite), gone: make(map[tp]bool), goneTopics: make(map[string]bool)}
 }
 
 // settle writes the outputs and the dead letter (either may be absent) of a
@@ -418,8 +424,8 @@ var errNotAssigned = errors.New("transaction: records settled of a partition no 
 
 // rewrite is the kgo.PreTxnCommitFnContext of a commit: franz-go commits
 // what was polled, the transaction commits what it settled. Partitions
-// with nothing settled are left out.
-func (t *txn) rewrite(marks map[tp]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRequest) error {
+// with nothing settled are left out. sent says that the offsets went out.
+func (t *txn) rewrite(marks map[tp]kgo.EpochOffset, sent *atomic.Bool) func(*kmsg.TxnOffsetCommitRequest) error {
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		seen := make(map[tp]bool, len(marks))
 		topics := req.Topics[:0]
@@ -445,6 +451,7 @@ func (t *txn) rewrite(marks map[tp]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRe
 				return fmt.Errorf("%w: %s/%d", errNotAssigned, k.topic, k.partition)
 			}
 		}
+		sent.Store(true)
 		return nil
 	}
 }
@@ -454,7 +461,6 @@ func (t *txn) rewrite(marks map[tp]kgo.EpochOffset) func(*kmsg.TxnOffsetCommitRe
 func (t *txn) begin() {
 	t.mu.Lock()
 	t.committing = true
-	t.gone, t.goneTopics = map[tp]bool{}, map[string]bool{}
 	t.reopened = make(chan struct{})
 	if t.inside == 0 {
 		t.mu.Unlock()
@@ -485,7 +491,8 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 			}
 			clear(t.next)
 			t.committing = false
-			t.gone, t.goneTopics = nil, nil
+			clear(t.gone) // what a commit's rewind reads of them is not kept
+			clear(t.goneTopics)
 			close(t.reopened)
 			t.mu.Unlock()
 			return
@@ -508,7 +515,8 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 // tried again until it is, or until ctx ends: nothing of an aborted
 // transaction can have been committed, so the consumer goes on from the
 // committed offsets once the cluster answers. A commit whose end is not
-// confirmed may have committed: it is aborted likewise, and the consumer
+// confirmed may have committed: it is aborted likewise; after it, and after
+// any other abort of a commit attempt whose offsets went out, the consumer
 // goes on from the group's committed offsets as the broker holds them
 // (rewind). Any other error of the end is returned: a halt.
 func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration) (aborted bool, err error) {
@@ -561,7 +569,8 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	}
 	// End must not be canceled mid-way: it gets its own bound, not ctx.
 	ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
-	committed, err := t.sess.End(kgo.PreTxnCommitFnContext(ectx, t.rewrite(marks)), try)
+	var sent atomic.Bool
+	committed, err := t.sess.End(kgo.PreTxnCommitFnContext(ectx, t.rewrite(marks, &sent)), try)
 	cancel()
 	if err != nil && !committed && offsetsRefused(err) {
 		// The broker refused the offsets of a partition whose topic is
@@ -587,29 +596,27 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	if err != nil && try == kgo.TryAbort && !fatalTxn(err) {
 		err = t.abortUntilDone(ctx, timeout, err)
 	}
-	unconfirmed := err != nil && try == kgo.TryCommit && !committed && !fatalTxn(err) && !errors.Is(err, errNotAssigned) && outcomeUnknown(err)
-	if !unconfirmed && err == nil && try == kgo.TryCommit && !committed {
-		// franz-go ends some commits it could not confirm as aborts
-		// (an UNKNOWN_SERVER_ERROR of the EndTxn, which the broker may
-		// have carried out) and reports them as plain aborts, like
-		// one a rebalance caused: the broker's offsets decide.
-		err = t.rewind(ctx, cl, timeout, marks)
-	}
-	if unconfirmed {
+	if err != nil && try == kgo.TryCommit && !committed && !fatalTxn(err) && !errors.Is(err, errNotAssigned) && outcomeUnknown(err) {
 		// The commit's end is not known (the cluster did not answer):
 		// it may have committed. Aborting again loads the producer id
 		// anew, which ends the epoch and with it the transaction, if
 		// it is still open; then the group's offsets on the broker say
-		// which it was, and the records go on from there: handled
-		// again if it aborted, not if it committed.
+		// which it was (below).
 		t.log.Warn("the end of a transaction was not confirmed: it is aborted with a new producer epoch, and the consumer goes on from the group's committed offsets",
 			"records", settled, "err", err)
 		if why == nil {
 			why = err
 		}
-		if err = t.abortUntilDone(ctx, timeout, err); err == nil {
-			err = t.rewind(ctx, cl, timeout, marks)
-		}
+		err = t.abortUntilDone(ctx, timeout, err)
+	}
+	if err == nil && try == kgo.TryCommit && !committed && sent.Load() {
+		// A commit whose offsets went out ended as an abort: an
+		// unconfirmed end (above), or one franz-go could not confirm
+		// and reports as a plain abort (an UNKNOWN_SERVER_ERROR of the
+		// EndTxn, which the broker may have carried out). The broker's
+		// offsets decide, and the records go on from there: handled
+		// again if it aborted, not if it committed.
+		err = t.rewind(ctx, cl, timeout, marks)
 	}
 	var halt error
 	if err == nil && !committed && len(recreated) > 0 {
@@ -764,22 +771,24 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 	}
 }
 
-// rewind reads the group's committed offsets of the partitions of a
-// transaction whose end was not confirmed (marks) from the broker, once
-// that transaction is ended, and keeps them (known) for the client's
+// rewind reads the group's committed offsets of the partitions of an
+// aborted commit attempt whose offsets went out (marks) from the broker,
+// once that transaction is ended, and keeps them (known) for the client's
 // positions (setKnown): they say whether it committed. The transaction is
-// ended first: franz-go's abort of it (abortUntilDone) only marks the
-// producer id to be loaded again, and the load, which ends the epoch and the
-// transaction with it, is waited for here. The offsets are asked for by
-// partition with RequireStable, so that a commit still pending makes the
-// broker answer UNSTABLE_OFFSET_COMMIT, not "none": rewind asks again until
-// every answer is stable, or ctx ends (errStopping). A refusal the broker
-// will repeat (not authorized) is returned: a halt.
+// ended first: franz-go's abort of an unconfirmed end (abortUntilDone) only
+// marks the producer id to be loaded again, and the load, which ends the
+// epoch and the transaction with it, is waited for here. The offsets are
+// asked for by partition with RequireStable, so that a commit still pending
+// makes the broker answer UNSTABLE_OFFSET_COMMIT, not "none": rewind asks
+// again until every answer is stable, or ctx ends (errStopping). A refusal
+// the broker will repeat (not authorized) is returned: a halt. Partitions
+// revoked or lost since the last commit ended, or whose topic is
+// consumed afresh, are left out (gone).
 func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration, marks map[tp]kgo.EpochOffset) error {
-	if len(marks) == 0 {
-		return nil
-	}
 	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			return errStopping // the client closes: the next owner reads the offsets
+		}
 		t.mu.Lock()
 		parts := make([]tp, 0, len(marks))
 		for k := range marks {
@@ -788,32 +797,36 @@ func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration,
 			}
 		}
 		t.mu.Unlock()
+		if len(parts) == 0 {
+			return nil
+		}
 		got, err := t.readCommitted(ctx, cl, timeout, parts)
 		if err == nil {
 			t.mu.Lock()
-			if t.known == nil {
-				t.known = make(map[tp]kgo.EpochOffset, len(parts))
-			}
 			for k, eo := range got {
 				switch {
 				case t.gone[k] || t.goneTopics[k.topic]:
 				case eo.Offset < 0:
 					// No commit, or the topic is gone: franz-go's
-					// view says so too, or the topic is consumed
-					// afresh.
+					// view says so too, or it is consumed afresh.
 					delete(t.known, k)
 				default:
+					if t.known == nil {
+						t.known = make(map[tp]kgo.EpochOffset)
+					}
 					t.known[k] = eo
 				}
 			}
 			t.mu.Unlock()
-			t.log.Info("positions go back to the group's committed offsets after an unconfirmed transaction end", "partitions", len(marks))
+			t.log.Debug("positions go to the group's committed offsets after an aborted commit", "partitions", len(parts))
 			return nil
 		}
 		if fatalTxn(err) || !outcomeUnknown(err) && !errors.Is(err, kerr.UnstableOffsetCommit) {
-			return fmt.Errorf("reading the group's committed offsets after an unconfirmed transaction end: %w", err)
+			return fmt.Errorf("reading the group's committed offsets after an aborted commit: %w", err)
 		}
-		wait := min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)
+		// A commit pending ends within a few round trips: asked again
+		// soon, and at a steady pace.
+		wait := min(time.Duration(attempt)*250*time.Millisecond, time.Second)
 		t.log.Warn("the group's committed offsets cannot be read yet; trying again", "attempt", attempt, "wait", wait.String(), "err", err)
 		if backoff.Sleep(ctx, wait) != nil {
 			return errStopping
@@ -821,11 +834,10 @@ func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration,
 	}
 }
 
-// readCommitted ends the epoch of the transaction whose end was not
+// readCommitted ends the epoch of a transaction whose end was not
 // confirmed (loading the producer id again), then reads the group's
-// committed offsets of parts (-1: none, or the topic is gone: a deleted
-// topic has no records to handle again, and one created again is consumed
-// afresh).
+// committed offsets of parts (-1: none, or the topic was deleted: it has
+// no records to handle again).
 func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Duration, parts []tp) (map[tp]kgo.EpochOffset, error) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	_, _, err := cl.ProducerID(pctx)
@@ -835,16 +847,13 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 	}
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group, req.RequireStable = t.group, true
-	if len(parts) == 0 {
-		return nil, nil
-	}
 	byTopic := map[string][]int32{}
 	for _, k := range parts {
 		byTopic[k.topic] = append(byTopic[k.topic], k.partition)
 	}
-	for topic, parts := range byTopic {
+	for topic, ps := range byTopic {
 		rt := kmsg.NewOffsetFetchRequestTopic()
-		rt.Topic, rt.Partitions = topic, parts
+		rt.Topic, rt.Partitions = topic, ps
 		req.Topics = append(req.Topics, rt)
 	}
 	fctx, cancel := context.WithTimeout(ctx, timeout)
@@ -853,17 +862,16 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 	if err != nil {
 		return nil, err
 	}
-	code := resp.ErrorCode
-	type part struct {
-		Partition   int32
-		Offset      int64
-		LeaderEpoch int32
-		ErrorCode   int16
+	type answer struct {
+		offset int64
+		epoch  int32
+		code   int16
 	}
-	answers := map[tp]part{}
+	answers := map[tp]answer{}
+	code := resp.ErrorCode
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			answers[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
+			answers[tp{rt.Topic, rp.Partition}] = answer{rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
 		}
 	}
 	for _, g := range resp.Groups { // v8 and up
@@ -872,7 +880,7 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 		}
 		for _, rt := range g.Topics {
 			for _, rp := range rt.Partitions {
-				answers[tp{rt.Topic, rp.Partition}] = part{rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
+				answers[tp{rt.Topic, rp.Partition}] = answer{rp.Offset, rp.LeaderEpoch, rp.ErrorCode}
 			}
 		}
 	}
@@ -880,19 +888,39 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 		return nil, err
 	}
 	got := make(map[tp]kgo.EpochOffset, len(parts))
+	var unnamed []string // topics not answered by name
 	for _, k := range parts {
-		rp, ok := answers[k]
-		err := kerr.ErrorForCode(rp.ErrorCode)
+		a, ok := answers[k]
+		err := kerr.ErrorForCode(a.code)
 		switch {
 		case !ok || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition):
-			// Not answered by name: from Kafka 4.2 the answer names the
-			// topic by id, which the client cannot name once the topic
-			// is deleted.
-			got[k] = kgo.EpochOffset{Epoch: -1, Offset: -1}
+			// From Kafka 4.2 the answer names topics by id, which the
+			// client cannot name if it does not know the id: the topic
+			// was deleted, or the client's metadata is behind.
+			unnamed = append(unnamed, k.topic)
 		case err != nil:
 			return nil, fmt.Errorf("%s/%d: %w", k.topic, k.partition, err)
 		default:
-			got[k] = kgo.EpochOffset{Epoch: rp.LeaderEpoch, Offset: rp.Offset}
+			got[k] = kgo.EpochOffset{Epoch: a.epoch, Offset: a.offset}
+		}
+	}
+	if len(unnamed) > 0 {
+		// Deleted, per the cluster: no records to handle again (a topic
+		// created again is consumed afresh). Otherwise asked again.
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		listed, err := t.adm.ListTopics(lctx, unnamed...)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range parts {
+			if _, ok := got[k]; ok {
+				continue
+			}
+			if td, ok := listed[k.topic]; ok && td.Err == nil {
+				return nil, fmt.Errorf("%s/%d: not answered by name: %w", k.topic, k.partition, kerr.UnknownTopicID)
+			}
+			got[k] = kgo.EpochOffset{Epoch: -1, Offset: -1}
 		}
 	}
 	return got, nil
@@ -932,16 +960,17 @@ func (t *txn) setKnown(cl *kgo.Client) {
 	cl.SetOffsets(m)
 }
 
-// forgetKnown drops what rewind read of partitions revoked, lost or
-// assigned: their next owner, or this member assigned them again, starts
-// from the offsets franz-go reads from the broker then.
-func (t *txn) forgetKnown(parts map[string][]int32) {
+// forgetKnown drops what rewind read of partitions revoked or lost (gone)
+// or assigned: their next owner, or this member assigned them again, starts
+// from the offsets franz-go reads from the broker then. Partitions revoked
+// or lost are not read by a rewind until the next commit ends.
+func (t *txn) forgetKnown(parts map[string][]int32, gone bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range parts {
 		for _, p := range ps {
 			delete(t.known, tp{topic, p})
-			if t.gone != nil {
+			if gone {
 				t.gone[tp{topic, p}] = true
 			}
 		}
@@ -953,9 +982,7 @@ func (t *txn) forgetKnown(parts map[string][]int32) {
 func (t *txn) forgetKnownTopic(topic string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.goneTopics != nil {
-		t.goneTopics[topic] = true
-	}
+	t.goneTopics[topic] = true
 	for k := range t.known {
 		if k.topic == topic {
 			delete(t.known, k)
