@@ -217,7 +217,6 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	c.cl = cl
 	c.dlq.attach(cl)
 	if c.txn != nil {
-		c.txn.adm = c.dlq.adm
 		c.txn.writerTopic = c.dlq.writes
 	}
 	if !cfg.DurableAttempts.Disable {

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -191,10 +190,8 @@ type txn struct {
 
 	committed, aborted uint64
 
-	// group and adm read the group's committed offsets from the broker
-	// after a transaction whose end was not confirmed (rewind).
+	// group is whose committed offsets rewind reads.
 	group string
-	adm   *kadm.Client
 	// known are the committed offsets rewind read, of the partitions of
 	// an aborted commit attempt: where it committed after all (its end
 	// was not confirmed), franz-go's view of them is from before it, and
@@ -204,9 +201,9 @@ type txn struct {
 	// (franz-go reads the broker's offsets then). Under mu: the revoke
 	// callbacks run while a commit does.
 	known map[tp]kgo.EpochOffset
-	// gone are the partitions revoked or lost since the last commit
-	// ended, and goneTopics the topics consumed afresh: rewind does not
-	// read them, nor keep what it read of them.
+	// gone are the partitions revoked or lost since the commit began,
+	// and goneTopics the topics consumed afresh: rewind does not read
+	// them, nor keep what it read of them.
 	gone       map[tp]bool
 	goneTopics map[string]bool
 
@@ -461,6 +458,8 @@ func (t *txn) rewrite(marks map[tp]kgo.EpochOffset, sent *atomic.Bool) func(*kms
 func (t *txn) begin() {
 	t.mu.Lock()
 	t.committing = true
+	clear(t.gone) // from now on: the commit's rewind reads what it sent
+	clear(t.goneTopics)
 	t.reopened = make(chan struct{})
 	if t.inside == 0 {
 		t.mu.Unlock()
@@ -491,8 +490,6 @@ func (t *txn) end(ctx context.Context, cl *kgo.Client, w *dlqWriter, drop bool) 
 			}
 			clear(t.next)
 			t.committing = false
-			clear(t.gone) // what a commit's rewind reads of them is not kept
-			clear(t.goneTopics)
 			close(t.reopened)
 			t.mu.Unlock()
 			return
@@ -782,8 +779,8 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 // makes the broker answer UNSTABLE_OFFSET_COMMIT, not "none": rewind asks
 // again until every answer is stable, or ctx ends (errStopping). A refusal
 // the broker will repeat (not authorized) is returned: a halt. Partitions
-// revoked or lost since the last commit ended, or whose topic is
-// consumed afresh, are left out (gone).
+// revoked or lost since the commit began, or whose topic is consumed
+// afresh, are left out (gone).
 func (t *txn) rewind(ctx context.Context, cl *kgo.Client, timeout time.Duration, marks map[tp]kgo.EpochOffset) error {
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
@@ -905,19 +902,32 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 		}
 	}
 	if len(unnamed) > 0 {
-		// Deleted, per the cluster: no records to handle again (a topic
-		// created again is consumed afresh). Otherwise asked again.
-		lctx, cancel := context.WithTimeout(ctx, timeout)
-		listed, err := t.adm.ListTopics(lctx, unnamed...)
+		// Deleted, per the cluster asked now (not the client's cached
+		// metadata): no records to handle again (a topic created again
+		// is consumed afresh, and left out then). Otherwise asked again.
+		mreq := kmsg.NewPtrMetadataRequest()
+		for _, topic := range unnamed {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			mreq.Topics = append(mreq.Topics, rt)
+		}
+		mctx, cancel := context.WithTimeout(ctx, timeout)
+		md, err := mreq.RequestWith(mctx, cl)
 		cancel()
 		if err != nil {
 			return nil, err
+		}
+		deleted := map[string]bool{}
+		for _, mt := range md.Topics {
+			if mt.Topic != nil && mt.ErrorCode == kerr.UnknownTopicOrPartition.Code {
+				deleted[*mt.Topic] = true
+			}
 		}
 		for _, k := range parts {
 			if _, ok := got[k]; ok {
 				continue
 			}
-			if td, ok := listed[k.topic]; ok && td.Err == nil {
+			if !deleted[k.topic] {
 				return nil, fmt.Errorf("%s/%d: not answered by name: %w", k.topic, k.partition, kerr.UnknownTopicID)
 			}
 			got[k] = kgo.EpochOffset{Epoch: -1, Offset: -1}
@@ -963,7 +973,7 @@ func (t *txn) setKnown(cl *kgo.Client) {
 // forgetKnown drops what rewind read of partitions revoked or lost (gone)
 // or assigned: their next owner, or this member assigned them again, starts
 // from the offsets franz-go reads from the broker then. Partitions revoked
-// or lost are not read by a rewind until the next commit ends.
+// or lost while a commit runs are not read by its rewind.
 func (t *txn) forgetKnown(parts map[string][]int32, gone bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
