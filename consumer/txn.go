@@ -942,7 +942,7 @@ func (t *txn) readCommitted(ctx context.Context, cl *kgo.Client, timeout time.Du
 // (not authorized, a fenced instance id; and the ones franz-go keeps as its
 // producer id's error, which no reload clears) halts as before.
 func outcomeUnknown(err error) bool {
-	if unreachable(err) || errors.Is(err, kerr.UnknownServerError) || errors.Is(err, context.DeadlineExceeded) {
+	if unreachable(err) || errors.Is(err, kerr.UnknownServerError) { // unreachable: a deadline too
 		return true
 	}
 	if ke, ok := errors.AsType[*kerr.Error](err); ok {
