@@ -28,6 +28,7 @@ type Consumer[K, V any] struct {
 	policy     resolved
 	classifier failure.Classifier
 	held       heldIDs // the topic ids the client fetched (fetcherr.go)
+	floors     *floors // the records the workers were handed (floor.go)
 	// topicParts is each source topic's partition count, as the metadata
 	// said when watchTopicIDs last read it (every forgetEvery); nil before.
 	topicParts atomic.Pointer[[]Topic]
@@ -129,7 +130,10 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 	c.dlq.txnal = cfg.ExactlyOnce.on()
 	if cfg.ExactlyOnce.on() {
 		c.txn = newTxn(cfg.ExactlyOnce, c.log)
-		c.txn.onCommit = c.pruneSkips
+		c.txn.onCommit = func(marks map[tp]kgo.EpochOffset) {
+			c.floors.committed(marks)
+			c.pruneSkips(marks)
+		}
 		c.txn.group = cfg.Group
 	}
 	topics := cfg.Topics
@@ -262,7 +266,9 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 }
 
 // Client returns the underlying franz-go client, for metrics hooks and
-// admin calls. Do not poll from it or commit with it.
+// admin calls. Do not poll from it, commit with it or move its positions
+// (SetOffsets): records below those the consumer was handed already are
+// dropped until the partition is assigned again.
 func (c *Consumer[K, V]) Client() *kgo.Client { return c.cl }
 
 // Run consumes until ctx is done or a failure's policy halts the consumer,
@@ -331,16 +337,21 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 				fetchErrs.seen(t, p, err)
 			})
 			c.held.saw(fs)
-			fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
-				if len(ftp.Records) == 0 {
-					return
+			for i := range fs {
+				for _, ft := range fs[i].Topics {
+					for _, fp := range ft.Partitions {
+						recs := c.floors.take(ft.Topic, ft.TopicID, fp.Partition, fp.Records)
+						if len(recs) == 0 {
+							continue
+						}
+						p := c.partition(ft.Topic, fp.Partition)
+						p.push(recs, fp.HighWatermark, c.round)
+						if want, _ := p.wantsStop(); want {
+							c.wantPause[tp{ft.Topic, fp.Partition}] = p
+						}
+					}
 				}
-				p := c.partition(ftp.Topic, ftp.Partition)
-				p.push(ftp.Records, ftp.HighWatermark, c.round)
-				if want, _ := p.wantsStop(); want {
-					c.wantPause[tp{ftp.Topic, ftp.Partition}] = p
-				}
-			})
+			}
 		})
 		cancel()
 		if runCtx.Err() != nil || fs.IsClientClosed() {
@@ -407,6 +418,7 @@ func newConsumer[K, V any](cfg Config[K, V], off bool, log *slog.Logger) *Consum
 		runDone:    make(chan struct{}),
 		built:      make(chan struct{}),
 		hooks:      cfg.Hooks,
+		floors:     newFloors(log),
 	}
 	c.retryOff.Store(off)
 	c.runCtx, c.stop = context.WithCancelCause(context.Background())
@@ -539,10 +551,12 @@ func (c *Consumer[K, V]) forgetPauses(m map[string][]int32) {
 
 // consumeAfresh forgets what the consumer keeps of a topic by offset
 // when the client is made to consume it afresh (it was deleted and created
-// again): the operator skips, and the committed offsets read after an
-// unconfirmed transaction end. The offsets they name are the old topic's.
+// again): the operator skips, the floors of the records taken (floor.go),
+// and the committed offsets read after an unconfirmed transaction end. The
+// offsets they name are the old topic's.
 func (c *Consumer[K, V]) consumeAfresh(topic string) {
 	c.forgetSkips(topic)
+	c.floors.forgetTopic(topic)
 	if c.txn != nil {
 		c.txn.forgetKnownTopic(topic)
 	}
@@ -599,6 +613,7 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 	sort.Strings(topics)
 	<-c.built
 	c.assign(assigned, true)
+	c.floors.forget(assigned)
 	if c.txn != nil {
 		c.txn.forgetKnown(assigned, false)
 	}
@@ -649,6 +664,7 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 
 func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	c.assign(revoked, false)
+	c.floors.forget(revoked)
 	if c.txn != nil {
 		c.txn.forgetKnown(revoked, true)
 	}
@@ -677,6 +693,7 @@ func (c *Consumer[K, V]) onRevoked(ctx context.Context, cl *kgo.Client, revoked 
 
 func (c *Consumer[K, V]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	c.assign(lost, false)
+	c.floors.forget(lost)
 	if c.txn != nil {
 		c.txn.forgetKnown(lost, true)
 	}

@@ -1203,6 +1203,7 @@ func (c *Consumer[K, V]) commitTxn(ctx context.Context) {
 	aborted, err := t.commit(c.runCtx, c.cl, c.cfg.DeadLetter.WriteTimeout)
 	if aborted {
 		c.stopAll()
+		c.floors.aborted() // the client goes back to the committed offsets
 		if c.tiers != nil {
 			c.tiers.reset(c.runCtx, c.log.Info)
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -628,5 +629,77 @@ func TestExactlyOnceOldTimestamp(t *testing.T) {
 		if !r.Timestamp.Equal(old) {
 			t.Fatalf("output %s has timestamp %v, want the handler's %v", r.Key, r.Timestamp, old)
 		}
+	}
+}
+
+// TestIntegrationClientGoesBack: the client's position in a partition goes
+// back to records the consumer was handed already, outside any abort or
+// assignment (franz-go does so when a failed load of a start offset is
+// tried again after a newer assignment loaded the partition; here the test
+// moves it with SetOffsets). The records are not handled again: with
+// exactly-once, each still has one committed output; with the commit
+// ledger, the handler sees each once.
+func TestIntegrationClientGoesBack(t *testing.T) {
+	c := kafkatest.New(t)
+	for _, mode := range []string{"exactly-once", "ledger"} {
+		t.Run(mode, func(t *testing.T) {
+			in, out := c.Topic(t, "back-in", 1), c.Topic(t, "back-out", 1)
+			group := kafkatest.UniqueName("back")
+			produce := func(from, to int) {
+				recs := make([]*kgo.Record, 0, to-from)
+				for i := from; i < to; i++ {
+					recs = append(recs, &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))})
+				}
+				kafkatest.Produce(t, manualProducer(t, c), recs...)
+			}
+			var calls sync.Map // offset -> *atomic.Int32
+			cfg := consumer.Config[string, string]{
+				Brokers: c.Brokers(), Topics: []string{in}, Group: group, Logger: kafkatest.Logger(t),
+				Key: serde.String(), Value: serde.String(),
+				Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
+					n, _ := calls.LoadOrStore(r.Raw.Offset, new(atomic.Int32))
+					n.(*atomic.Int32).Add(1)
+					if mode != "exactly-once" {
+						return nil
+					}
+					return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
+				},
+			}
+			if mode == "exactly-once" {
+				cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("back-txn"), MaxRecords: 50}
+			}
+			cons, err := consumer.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 100
+			produce(0, n)
+			stop := runConsumer(t, cons)
+			atEnd := func() {
+				ends := endOffsets(t, c.Client(t), in)
+				kafkatest.WaitFor(t, time.Minute, "the group's offsets at the end", func() bool {
+					return fmt.Sprint(committed(t, c, group, in)) == fmt.Sprint(ends)
+				})
+			}
+			atEnd()
+			cons.Client().SetOffsets(map[string]map[int32]kgo.EpochOffset{in: {0: {Epoch: -1, Offset: 0}}})
+			produce(n, 2*n)
+			atEnd()
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if mode == "exactly-once" {
+				checkOutputsOrLetters(t, c, in, out, 2*n, 0)
+			}
+			for off := int64(0); off < 2*n; off++ {
+				v, ok := calls.Load(off)
+				if got := int32(0); !ok || v.(*atomic.Int32).Load() != 1 {
+					if ok {
+						got = v.(*atomic.Int32).Load()
+					}
+					t.Errorf("offset %d handled %d times, want 1", off, got)
+				}
+			}
+		})
 	}
 }
