@@ -29,7 +29,7 @@ import (
 // or the child starting and stopping. The oracle reads nothing else of the
 // children.
 type Event struct {
-	Ev     string `json:"ev"` // start | assign | revoke | call | ack | stuck | skip | pause | resume | retry | stop
+	Ev     string `json:"ev"` // start | assign | revoke | call | ack | stuck | skip | pause | resume | retry | forget | stop
 	Member int    `json:"m"`
 	PID    int    `json:"pid,omitempty"`
 	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
@@ -290,7 +290,7 @@ func runChild(dir string, member int, brokers []string, routes map[string]string
 	if os.Getenv("CHAOS_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}))
+	log := slog.New(forgetTee{slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}), el, member})
 	w := &worker{sc: &sc, member: member, log: el, output: sc.Output(), routes: routes}
 	cfg := sc.config(brokers, member, w, log)
 	if level == slog.LevelDebug {
@@ -480,4 +480,38 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// forgetTee passes the consumer's log on, and logs a "forget" event (To:
+// the topic) when the consumer says that a retry tier was deleted and
+// created again: it then forgets every copy it knows in that tier (its
+// family entries), those written to the new topic before it noticed
+// included, and the later records of their keys no longer wait for them
+// (docs/modes.md). The oracle exempts those keys from per-key order up to
+// this event.
+type forgetTee struct {
+	slog.Handler
+	log    *eventLog
+	member int
+}
+
+func (h forgetTee) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "retry topic") && strings.Contains(r.Message, "was deleted and created again") {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "topic" {
+				h.log.write(Event{Ev: "forget", Member: h.member, To: a.Value.String(), T0: time.Now().UnixNano()})
+				return false
+			}
+			return true
+		})
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h forgetTee) WithAttrs(as []slog.Attr) slog.Handler {
+	return forgetTee{h.Handler.WithAttrs(as), h.log, h.member}
+}
+
+func (h forgetTee) WithGroup(name string) slog.Handler {
+	return forgetTee{h.Handler.WithGroup(name), h.log, h.member}
 }

@@ -361,10 +361,16 @@ func account(source string, letterRecs, copies []*kgo.Record, events []Event, de
 		}
 		return committed[copyOf{at, e.To}]
 	}
+	var forgets []Event // the consumers' "forget" events (see forgetTee)
+	for _, e := range events {
+		if e.Ev == "forget" {
+			forgets = append(forgets, e)
+		}
+	}
 	for at, acks := range a.acks {
 		for _, ack := range acks {
 			for _, d := range dels {
-				if d.Topic == ack.To && ack.T0 < d.End+margin.Nanoseconds() {
+				if d.Topic == ack.To && (ack.T0 < d.End+margin.Nanoseconds() || forgotten(forgets, d, ack)) {
 					a.copyDeleted[at] = true
 				}
 			}
@@ -407,6 +413,23 @@ type copyAt struct {
 
 // deletedAfter reports whether the fault deleted topic after t (its
 // deletion ended after t).
+// forgotten reports whether the member that wrote the copy ack stands for
+// forgot it: its consumer noticed the deletion d of the copy's topic (the
+// first "forget" event of that member and topic after d began) after the
+// copy was acknowledged. A copy written to the topic created again before
+// the consumer noticed is forgotten with those of the deleted topic: the
+// consumer cannot tell them apart (docs/modes.md), and the later records of
+// its key no longer wait for it.
+func forgotten(forgets []Event, d deletion, ack Event) bool {
+	first := int64(math.MaxInt64)
+	for _, f := range forgets {
+		if f.Member == ack.Member && f.To == d.Topic && f.T0 >= d.Start {
+			first = min(first, f.T0)
+		}
+	}
+	return ack.T0 >= d.Start && ack.T0 < first
+}
+
 func deletedAfter(dels []deletion, topic string, t int64) bool {
 	return slices.ContainsFunc(dels, func(d deletion) bool { return d.Topic == topic && d.End > t })
 }
