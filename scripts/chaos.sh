@@ -15,9 +15,6 @@
 #   CHAOS_CLUSTER_RUNS   runs on the three-broker cluster (default 3; 0 skips)
 #   CHAOS_SEED           first seed (default: from the clock)
 #   CHAOS_WITHOUT        fault kinds not drawn, comma-separated (default: none)
-#   CHAOS_LIMITS=1       draw the known limit of docs/modes.md too (a topic
-#                        deleted under exactly-once consumers); by default the
-#                        sample leaves it out (-without eos-delete)
 #   CI=true              a cluster that cannot start fails the script
 #
 # It exits non-zero when a run finds a violation. The cluster is started (and
@@ -29,10 +26,6 @@ BUDGET="${CHAOS_KFAKE_BUDGET:-3m}"
 CRUNS="${CHAOS_CLUSTER_RUNS:-3}"
 SEED="${CHAOS_SEED:-$(($(date +%s%N) % 1000000000 + 1))}"
 WITHOUT="${CHAOS_WITHOUT-}"
-LEFT_OUT="$WITHOUT"
-if [ "${CHAOS_LIMITS:-}" != 1 ]; then
-  LEFT_OUT="${WITHOUT:+$WITHOUT,}eos-delete"
-fi
 BIN="$(mktemp -d)/chaos"
 trap 'rm -rf "$(dirname "$BIN")"' EXIT
 
@@ -40,7 +33,7 @@ go build -o "$BIN" ./chaos
 status=0
 
 echo "==> chaos on kfake: seeds from $SEED for $BUDGET"
-"$BIN" -backend kfake -runs 100000 -budget "$BUDGET" -seed "$SEED" -without "$LEFT_OUT" || status=1
+"$BIN" -backend kfake -runs 100000 -budget "$BUDGET" -seed "$SEED" -without "$WITHOUT" || status=1
 
 if [ "$CRUNS" -gt 0 ]; then
   if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
@@ -51,7 +44,7 @@ if [ "$CRUNS" -gt 0 ]; then
     CSEED=$(((SEED + 500000) / kinds * kinds + kinds))
     echo "==> chaos on the three-broker cluster: $CRUNS runs from seed $CSEED"
     rc=0
-    "$BIN" -backend cluster -runs "$CRUNS" -seed "$CSEED" -without "$LEFT_OUT" || rc=$?
+    "$BIN" -backend cluster -runs "$CRUNS" -seed "$CSEED" -without "$WITHOUT" || rc=$?
     # 2: the cluster could not start (or a usage error), 1: violations.
     if [ $rc -eq 2 ] && [ "${CI:-}" != true ]; then
       echo "chaos: WARNING: the three-broker cluster could not start: cluster seeds skipped"
