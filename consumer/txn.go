@@ -206,6 +206,14 @@ type txn struct {
 	// them, nor keep what it read of them.
 	gone       map[tp]bool
 	goneTopics map[string]bool
+	// abortNext: a partition was revoked or lost while a commit ran that
+	// then committed. franz-go aborts the transaction after a revoke,
+	// but forgets a revoke that comes as its End returns (it resets its
+	// flag after letting the callbacks in), and the records of that
+	// partition settled meanwhile are in the next transaction: its marks
+	// and queued outputs, of records its next owner handles again. So
+	// the next transaction that holds anything is aborted. Under mu.
+	abortNext bool
 
 	checked time.Time // the last fence check (checkFenced); the poll goroutine's
 }
@@ -419,6 +427,10 @@ func (t *txn) isDue() bool {
 // records of a partition revoked meanwhile: franz-go then aborts it.
 var errNotAssigned = errors.New("transaction: records settled of a partition no longer assigned")
 
+// errRevokedInCommit is why a transaction is aborted after a partition was
+// revoked or lost during the commit before it (txn.abortNext).
+var errRevokedInCommit = errors.New("a partition was revoked or lost while the last transaction committed: the records settled meanwhile are handled again")
+
 // rewrite is the kgo.PreTxnCommitFnContext of a commit: franz-go commits
 // what was polled, the transaction commits what it settled. Partitions
 // with nothing settled are left out. sent says that the offsets went out.
@@ -545,6 +557,10 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		why = err
 		break
 	}
+	if why == nil && t.abortNext {
+		why = errRevokedInCommit
+	}
+	t.abortNext = false
 	if why == nil && ferr != nil {
 		why = fmt.Errorf("flush: %w", ferr)
 	}
@@ -622,6 +638,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
 	writeAbort := !committed && len(t.failed) > 0
+	t.abortNext = committed && len(t.gone) > 0
 	switch {
 	case writeAbort:
 		t.abortsInRow++
