@@ -160,7 +160,12 @@ type accounts struct {
 	// acknowledged) in a topic the delete fault deleted after it, whatever
 	// became of them: the attempt count a tier copy carried went with it.
 	copyDeleted map[pos]bool
-	badLetter   []Violation
+	// copyForgotten are the records with a copy written to a tier the
+	// fault deleted and created again, after the deletion but before the
+	// writing process's consumer noticed it ("forget" event): per-key
+	// order no longer holds behind them.
+	copyForgotten map[pos]bool
+	badLetter     []Violation
 	// retryOff are the spans in which a member's kill switch was on
 	// (retrying off), by member: from its "retry" event with on false to
 	// the next one with on true, or to the member's next start (a new
@@ -303,7 +308,7 @@ func (a *accounts) restarted(m int, from, to int64) bool {
 // delete after it, which the reader did not see, is taken for aborted.
 func account(source string, letterRecs, copies []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, skips: map[pos][]Event{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, deletedAck: map[pos]int64{}, copyDeleted: map[pos]bool{}}
+		skipped: map[pos]bool{}, skips: map[pos][]Event{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, deletedAck: map[pos]int64{}, copyDeleted: map[pos]bool{}, copyForgotten: map[pos]bool{}}
 	a.retryOff, a.starts, a.stops = memberTimes(events)
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
@@ -370,8 +375,11 @@ func account(source string, letterRecs, copies []*kgo.Record, events []Event, de
 	for at, acks := range a.acks {
 		for _, ack := range acks {
 			for _, d := range dels {
-				if d.Topic == ack.To && (ack.T0 < d.End+margin.Nanoseconds() || forgotten(forgets, d, ack)) {
+				if d.Topic == ack.To && ack.T0 < d.End+margin.Nanoseconds() {
 					a.copyDeleted[at] = true
+				}
+				if d.Topic == ack.To && a.forgotten(forgets, d, ack) {
+					a.copyForgotten[at] = true
 				}
 			}
 		}
@@ -411,25 +419,29 @@ type copyAt struct {
 	offset int64
 }
 
-// deletedAfter reports whether the fault deleted topic after t (its
-// deletion ended after t).
-// forgotten reports whether the member that wrote the copy ack stands for
+// forgotten reports whether the process that wrote the copy ack stands for
 // forgot it: its consumer noticed the deletion d of the copy's topic (the
-// first "forget" event of that member and topic after d began) after the
-// copy was acknowledged. A copy written to the topic created again before
-// the consumer noticed is forgotten with those of the deleted topic: the
-// consumer cannot tell them apart (docs/modes.md), and the later records of
-// its key no longer wait for it.
-func forgotten(forgets []Event, d deletion, ack Event) bool {
+// first "forget" event of that member and topic after d began, with no
+// restart of the member in between) after the copy was acknowledged. A copy
+// written to the topic created again before the consumer noticed is
+// forgotten with those of the deleted topic: the consumer cannot tell them
+// apart (docs/modes.md), and the later records of its key no longer wait
+// for it. Without such an event, nothing is forgotten.
+func (a *accounts) forgotten(forgets []Event, d deletion, ack Event) bool {
+	if ack.T0 < d.Start {
+		return false
+	}
 	first := int64(math.MaxInt64)
 	for _, f := range forgets {
 		if f.Member == ack.Member && f.To == d.Topic && f.T0 >= d.Start {
 			first = min(first, f.T0)
 		}
 	}
-	return ack.T0 >= d.Start && ack.T0 < first
+	return first != math.MaxInt64 && ack.T0 < first && !a.restarted(ack.Member, ack.T0, first)
 }
 
+// deletedAfter reports whether the fault deleted topic after t (its
+// deletion ended after t).
 func deletedAfter(dels []deletion, topic string, t int64) bool {
 	return slices.ContainsFunc(dels, func(d deletion) bool { return d.Topic == topic && d.End > t })
 }
@@ -886,10 +898,12 @@ func orderViolations(sc *Scenario, src []*kgo.Record, a *accounts) []Violation {
 		if a.givenUp(pp, m, bt) || a.skippedBefore(pp, m, bt) {
 			continue
 		}
-		if a.copyDeleted[pp] {
-			// A copy of it was in a topic the fault deleted: the
-			// consumer forgot it, and the later records of its key no
-			// longer wait for it (docs/modes.md; kfake seed 6220103).
+		if a.copyDeleted[pp] || a.copyForgotten[pp] {
+			// A copy of it was in a topic the fault deleted, or was
+			// written to the topic created again before the consumer
+			// noticed: the consumer forgot it, and the later records
+			// of its key no longer wait for it (docs/modes.md; kfake
+			// seeds 6220103, 84000104).
 			continue
 		}
 		if at, ok := minT1(a.ok[pp]); ok {

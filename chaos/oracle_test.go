@@ -558,18 +558,25 @@ func TestOracleOrderAfterADeletedTier(t *testing.T) {
 // A record parked into a tier after the fault deleted and created it again,
 // but before the consumer noticed (its "forget" event), is forgotten with
 // the copies of the deleted topic: the next record of its key may run
-// before it (kfake seed 84000104). Parked after the consumer noticed, it is
-// kept, and running the next record first is a broken order.
+// before it (kfake seed 84000104). Parked after the consumer noticed, or
+// noticed by no process or only by a later one of the member, it is kept,
+// and running the next record first is a broken order.
 func TestOracleOrderAfterATierCreatedAgain(t *testing.T) {
 	sc := &Scenario{Seed: 1, Mode: Mode{Dispatch: "lanes", LanesMax: 2, Tries: 3, Protocol: "classic", TiersMs: []int{250}}}
 	tier := sc.Tiers()[0]
 	prev, next := src(sc, 1, 99, "k3", Value{ID: 0}), src(sc, 1, 111, "k3", Value{ID: 1})
-	judged := func(parked, forgot int64) int {
+	judged := func(parked, forgot int64, restart bool) int {
 		events := []Event{
+			{Ev: "start", Member: 1, T0: 1},
 			{Ev: "ack", Member: 1, Topic: sc.Source(), To: tier, Part: 1, Offset: 99, T0: parked},
-			{Ev: "forget", Member: 1, To: tier, T0: forgot},
 			call(sc, 1, 111, "ok", 300, 301),
 			call(sc, 1, 99, "ok", 400, 401),
+		}
+		if forgot > 0 {
+			events = append(events, Event{Ev: "forget", Member: 1, To: tier, T0: forgot})
+		}
+		if restart {
+			events = append(events, Event{Ev: "start", Member: 1, T0: (parked + forgot) / 2})
 		}
 		for i := range events {
 			events[i].Member = 1
@@ -578,11 +585,17 @@ func TestOracleOrderAfterATierCreatedAgain(t *testing.T) {
 		return byKind(judge(sc, &facts{source: []*kgo.Record{prev, next}, ends: end, committed: end, events: events,
 			deletes: []deletion{{Topic: tier, Start: 50, End: 60}}, deleteMargin: 1}))["order"]
 	}
-	if n := judged(100, 200); n != 0 {
+	if n := judged(100, 200, false); n != 0 {
 		t.Errorf("parked before the consumer noticed: %d order violations, want none", n)
 	}
-	if n := judged(250, 200); n != 1 {
+	if n := judged(250, 200, false); n != 1 {
 		t.Errorf("parked after the consumer noticed: %d order violations, want 1", n)
+	}
+	if n := judged(100, 0, false); n != 1 {
+		t.Errorf("the consumer never noticed: %d order violations, want 1", n)
+	}
+	if n := judged(100, 200, true); n != 1 {
+		t.Errorf("noticed by a later process of the member: %d order violations, want 1", n)
 	}
 }
 

@@ -247,10 +247,9 @@ func accepted(m Mode) error {
 }
 
 // WithoutEOSDelete is the entry of Generate's without that leaves the
-// delete fault out of exactly-once scenarios only: the known limit of
-// docs/modes.md (a dead-letter topic or retry tier deleted under
-// exactly-once consumers), which the bounded sample in CI leaves out while
-// it is open.
+// delete fault out of exactly-once scenarios only: for a Kafka below
+// transaction.version 2, where a dead-letter topic or retry tier deleted
+// under exactly-once consumers halts them (docs/modes.md).
 const WithoutEOSDelete = "eos-delete"
 
 // Generate builds the scenario of a seed. Fault kinds in without are not

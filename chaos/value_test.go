@@ -38,7 +38,7 @@ func TestPoisonKinds(t *testing.T) {
 }
 
 // -without eos-delete leaves the delete fault out of exactly-once scenarios
-// only (the known limit the bounded sample in CI leaves out).
+// only.
 func TestWithoutEOSDelete(t *testing.T) {
 	var eos, other int
 	for seed := uint64(1); seed <= 400; seed++ {

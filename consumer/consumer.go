@@ -267,8 +267,9 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 
 // Client returns the underlying franz-go client, for metrics hooks and
 // admin calls. Do not poll from it, commit with it or move its positions
-// (SetOffsets): records below those the consumer was handed already are
-// dropped until the partition is assigned again.
+// (SetOffsets): the consumer drops fetched records below those it was handed
+// already (and, in the exactly-once mode, below the group's committed
+// offset), until the partition is assigned again.
 func (c *Consumer[K, V]) Client() *kgo.Client { return c.cl }
 
 // Run consumes until ctx is done or a failure's policy halts the consumer,
@@ -333,6 +334,9 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			fs.EachError(func(t string, p int32, err error) {
 				if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 					return
+				}
+				if _, ok := errors.AsType[*kgo.ErrDataLoss](err); ok {
+					c.floors.dataLoss(t, p)
 				}
 				fetchErrs.seen(t, p, err)
 			})
@@ -616,6 +620,7 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 	c.floors.forget(assigned)
 	if c.txn != nil {
 		c.txn.forgetKnown(assigned, false)
+		c.floorsAtCommitted(ctx, assigned)
 	}
 	if c.tiers != nil {
 		c.assignTiers(assigned)
@@ -636,6 +641,40 @@ func (c *Consumer[K, V]) onAssigned(ctx context.Context, _ *kgo.Client, assigned
 		c.checkTiers(ctx, sources)
 	}
 	c.dlq.check(ctx, topics)
+}
+
+// floorsAtCommitted sets the floors of partitions just assigned at the
+// group's committed offsets (floors.at), in the exactly-once mode. Read
+// without waiting for a pending transaction, an offset may be older than
+// the one franz-go starts from, never newer: nothing to handle lies below
+// it. A partition whose offset or topic id cannot be read has no floor
+// until its first record.
+func (c *Consumer[K, V]) floorsAtCommitted(ctx context.Context, assigned map[string][]int32) {
+	if len(assigned) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DeadLetter.WriteTimeout)
+	defer cancel()
+	topics := slices.Sorted(maps.Keys(assigned))
+	details, err := c.dlq.adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return
+	}
+	offsets, err := c.dlq.adm.FetchOffsetsForTopics(ctx, c.cfg.Group, topics...)
+	if err != nil {
+		return
+	}
+	for t, ps := range assigned {
+		td, ok := details[t]
+		if !ok || td.Err != nil {
+			continue
+		}
+		for _, p := range ps {
+			if o, ok := offsets.Lookup(t, p); ok && o.Err == nil {
+				c.floors.at(t, td.ID, p, o.At)
+			}
+		}
+	}
 }
 
 // revokeCommitTimeout bounds the commit made when partitions are revoked:

@@ -19,9 +19,11 @@ import (
 // loop drops a fetched record below the partition's floor.
 //
 // A floor is of one topic id: a topic deleted and created again starts
-// afresh (its offsets begin again), as does a partition assigned, revoked
-// or lost, and a topic the consumer consumes afresh. Without topic ids (a
-// broker before Kafka 3.1) there is no floor.
+// afresh (its offsets begin again), as does a partition revoked or lost, a
+// topic the consumer consumes afresh, and a log truncated below the
+// client's position (franz-go's ErrDataLoss). A partition assigned starts
+// afresh too, at the group's committed offset in the exactly-once mode
+// (at). Without topic ids (a broker before Kafka 3.1) there is no floor.
 //
 // The poll goroutine takes records through it; the rebalance callbacks,
 // the transaction's end and the topic watch reset it: its lock serialises
@@ -78,6 +80,27 @@ func (f *floors) take(topic string, id [16]byte, part int32, recs []*kgo.Record)
 	}
 	f.m[k] = fl
 	return recs
+}
+
+// at sets the floor of a partition just assigned at the group's committed
+// offset (the exactly-once mode: what lies below it is done, its outputs
+// committed). A failed load of the partition's start offset from an earlier
+// assignment, tried again after this one loaded the committed offset, then
+// finds a floor even before the first record is taken.
+func (f *floors) at(topic string, id [16]byte, part int32, offset int64) {
+	if id == ([16]byte{}) || offset <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m[tp{topic, part}] = floor{id: id, taken: offset, committed: offset}
+}
+
+// dataLoss forgets the floor of a partition whose log was truncated below
+// the client's position (an unclean leader election): franz-go goes back
+// to where the log now ends, and the records written there since are new.
+func (f *floors) dataLoss(topic string, part int32) {
+	f.forget(map[string][]int32{topic: {part}})
 }
 
 // committed records the offsets a transaction committed.

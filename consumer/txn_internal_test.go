@@ -128,3 +128,59 @@ func readOutputs(t *testing.T, kc *kafkatest.Cluster, topic string) []*kgo.Recor
 	}
 	return recs
 }
+
+// TestExactlyOnceFloorAtAssignment: in the exactly-once mode a partition
+// assigned gets its floor at the group's committed offset before any record
+// is taken, so that a stale load of its start offset (franz-go tries a
+// failed one again after a newer assignment) cannot hand the committed
+// records out again.
+func TestExactlyOnceFloorAtAssignment(t *testing.T) {
+	kc := kafkatest.New(t)
+	in, out := kc.Topic(t, "eosfloor-in", 1), kc.Topic(t, "eosfloor-out", 1)
+	prod := kc.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	var recs []*kgo.Record
+	for i := range 30 {
+		recs = append(recs, &kgo.Record{Topic: in, Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))})
+	}
+	kafkatest.Produce(t, prod, recs...)
+	group := kafkatest.UniqueName("eosfloor")
+	run := func() (*Consumer[string, string], func()) {
+		c, err := New(Config[string, string]{
+			Brokers: kc.Brokers(), Topics: []string{in}, Group: group, Logger: kafkatest.Logger(t),
+			Key: serde.String(), Value: serde.String(),
+			ExactlyOnce: ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosfloor-txn")},
+			Handler: func(_ context.Context, r *Record[string, string]) error {
+				return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		return c, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	first, stop := run()
+	kafkatest.WaitFor(t, time.Minute, "the first member's commit", func() bool { return first.Stats().Processed >= 30 && len(readOutputs(t, kc, out)) >= 30 })
+	stop()
+	second, stop := run()
+	defer stop()
+	floor := func() int64 {
+		second.floors.mu.Lock()
+		defer second.floors.mu.Unlock()
+		if fl, ok := second.floors.m[tp{in, 0}]; ok {
+			return fl.taken
+		}
+		return -1
+	}
+	kafkatest.WaitFor(t, time.Minute, "the floor at the committed offset", func() bool { return floor() == 30 })
+	if n := second.Stats().Processed; n != 0 {
+		t.Errorf("the second member handled %d records, want none", n)
+	}
+}
