@@ -572,3 +572,81 @@ func TestDurableAttemptsLaneLetterNotWritten(t *testing.T) {
 		t.Fatalf("the bad record was tried %v; want once (its letter was not written when the member stopped)", badTries)
 	}
 }
+
+// TestDurableAttemptsStoppedWaitingForALetter: a record that failed once and
+// whose worker then waits for the failed letter of an earlier record (its
+// topic refuses writes) when its member stops keeps that failure: the next
+// member tries it at attempt 2. (Before: the failure was saved only when the
+// worker saw the stop at the top of its retry loop, not while it waited for
+// the earlier letter, and the record was tried at 1 again; kfake seed
+// 87100036 of the fault runs, a retry tier deleted under the letter.)
+func TestDurableAttemptsStoppedWaitingForALetter(t *testing.T) {
+	c := kafkatest.New(t)
+	if c.Fake() == nil {
+		t.Skip("needs kfake fault injection")
+	}
+	var refusing atomic.Bool
+	var dlq atomic.Pointer[[16]byte]
+	refused := refuseWrites(c, &refusing, &dlq)
+	topic := oneTopic(t, c, "durable-wait", "bad", "fails")
+	created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, topic+".dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := [16]byte(created.ID)
+	dlq.Store(&id)
+	group := kafkatest.UniqueName("durable-wait")
+	var mu sync.Mutex
+	var tries []int
+	failed := make(chan struct{}, 1)
+	h := func(ctx context.Context, r *consumer.Record[string, string]) error {
+		if r.Value == "bad" {
+			return failure.Permanent(errors.New("bad record"))
+		}
+		mu.Lock()
+		tries = append(tries, r.Attempt)
+		n := len(tries)
+		mu.Unlock()
+		if n == 1 {
+			// The first try fails once the bad record's letter was
+			// refused: the worker then waits for that letter.
+			for refused.Load() == 0 && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // its answer reaches the client
+			failed <- struct{}{}
+		}
+		return failure.Transient(errors.New("dependency down"))
+	}
+	mod := func(cfg *consumer.Config[string, string]) {
+		cfg.Key = nil
+		cfg.Policy.Process.Transient.Retry = backoff.MaxAttempts(backoff.Fixed(50*time.Millisecond), 4)
+		cfg.DeadLetter.Retry = backoff.Fixed(100 * time.Millisecond)
+	}
+	refusing.Store(true)
+	first := testConsumer(t, c, topic, group, serde.String(), h, mod)
+	stop := runConsumer(t, first)
+	select {
+	case <-failed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first try never failed")
+	}
+	kafkatest.WaitFor(t, 30*time.Second, "the worker waiting for the bad record's letter", func() bool {
+		return len(first.Stats().Stuck) > 0 || first.Stats().DeadLetterWriteErrors >= 2
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	refusing.Store(false)
+	second := testConsumer(t, c, topic, group, serde.String(), h, mod)
+	stop = runConsumer(t, second)
+	kafkatest.WaitFor(t, 30*time.Second, "both records dead-lettered", func() bool { return second.Stats().DeadLettered == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(tries, []int{1, 2, 3, 4}) {
+		t.Fatalf("attempts seen by the handler %v; want [1 2 3 4] (the first member's failure kept)", tries)
+	}
+}

@@ -43,9 +43,6 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 	if p.startSpan(rec, o) {
 		defer endSpan(o)
 	}
-	if !p.beforeWait() { // the records before this one, before any wait
-		return false
-	}
 	if first.IsZero() {
 		first = time.Now()
 	}
@@ -54,6 +51,24 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 	// context error, so its failure may be our own cancellation, not a try
 	// to count. Any other failure is one.
 	cut := p.cutShort(err)
+	// stopping: revoked or stopping. The attempts so far are saved for
+	// the next owner (one failure is saved only now: a record that fails
+	// once and then succeeds never writes). The last try does not count
+	// when its failure may be our own cancellation (cut), but the tries
+	// before it do.
+	stopping := func() bool {
+		done := attempt
+		if cut {
+			done--
+		}
+		if done > savedAt && done > 0 {
+			c.attempts.save(rec, done, first)
+		}
+		return false
+	}
+	if !p.beforeWait() { // the records before this one, before any wait
+		return stopping()
+	}
 	defer func() {
 		// Settled: the entry goes. Stopping (revoked, shut down, halted):
 		// it stays, and the next owner goes on counting. Settled by a
@@ -78,19 +93,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 
 	for {
 		if p.ctx.Err() != nil {
-			// Revoked or stopping. The attempts so far are saved for the
-			// next owner (one failure is saved only now: a record that
-			// fails once and then succeeds never writes). The last try
-			// does not count when its failure may be our own
-			// cancellation (cut), but the tries before it do.
-			done := attempt
-			if cut {
-				done--
-			}
-			if done > savedAt && done > 0 {
-				c.attempts.save(rec, done, first)
-			}
-			return false
+			return stopping()
 		}
 		if skipped() {
 			return p.skip(rec, o, stage, err, attempt, "operator")
@@ -144,7 +147,7 @@ func (p *partition[K, V]) settleFailure(rec *kgo.Record, o *origin, stage deadle
 			// meanwhile, are counted and their offsets marked: a record
 			// that retries for long does not hold them back.
 			if !p.beforeWait() {
-				return false
+				return stopping()
 			}
 			attempt++
 			pstage, perr := stage, err
