@@ -344,7 +344,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 			for i := range fs {
 				for _, ft := range fs[i].Topics {
 					for _, fp := range ft.Partitions {
-						recs := c.floors.take(ft.Topic, ft.TopicID, fp.Partition, fp.Records)
+						recs := c.floors.take(ft.Topic, ft.TopicID, fp.Partition, fp.HighWatermark, fp.Records)
 						if len(recs) == 0 {
 							continue
 						}
@@ -653,14 +653,15 @@ func (c *Consumer[K, V]) floorsAtCommitted(ctx context.Context, assigned map[str
 	if len(assigned) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.DeadLetter.WriteTimeout)
+	// It holds up the rebalance: bounded well below the rebalance timeout.
+	ctx, cancel := context.WithTimeout(ctx, min(c.cfg.DeadLetter.WriteTimeout, 5*time.Second))
 	defer cancel()
 	topics := slices.Sorted(maps.Keys(assigned))
 	details, err := c.dlq.adm.ListTopics(ctx, topics...)
 	if err != nil {
 		return
 	}
-	offsets, err := c.dlq.adm.FetchOffsetsForTopics(ctx, c.cfg.Group, topics...)
+	offsets, err := c.dlq.adm.FetchOffsets(ctx, c.cfg.Group)
 	if err != nil {
 		return
 	}

@@ -21,7 +21,8 @@ import (
 // A floor is of one topic id: a topic deleted and created again starts
 // afresh (its offsets begin again), as does a partition revoked or lost, a
 // topic the consumer consumes afresh, and a log truncated below the
-// client's position (franz-go's ErrDataLoss). A partition assigned starts
+// client's position (franz-go's ErrDataLoss, or a high watermark below the
+// floor). A partition assigned starts
 // afresh too, at the group's committed offset in the exactly-once mode
 // (at). Without topic ids (a broker before Kafka 3.1) there is no floor.
 //
@@ -50,8 +51,12 @@ func newFloors(log *slog.Logger) *floors {
 }
 
 // take returns the records of a fetched partition at or above its floor,
-// and raises the floor past the last of them. Records come in offset order.
-func (f *floors) take(topic string, id [16]byte, part int32, recs []*kgo.Record) []*kgo.Record {
+// and raises the floor past the last of them. Records come in offset order;
+// hwm is the partition's high watermark in the same fetch. A floor above it
+// is forgotten: the log no longer holds what it was made of (a committed
+// offset past the log's end, a log truncated), and the records the client
+// goes back to are new.
+func (f *floors) take(topic string, id [16]byte, part int32, hwm int64, recs []*kgo.Record) []*kgo.Record {
 	if id == ([16]byte{}) || len(recs) == 0 {
 		return recs
 	}
@@ -59,7 +64,7 @@ func (f *floors) take(topic string, id [16]byte, part int32, recs []*kgo.Record)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl, ok := f.m[k]
-	if !ok || fl.id != id {
+	if !ok || fl.id != id || (hwm >= 0 && fl.taken > hwm) {
 		fl = floor{id: id, committed: -1}
 	}
 	i := 0

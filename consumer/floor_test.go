@@ -27,7 +27,7 @@ func TestFloors(t *testing.T) {
 		}
 		return os
 	}
-	take := func(id [16]byte, from, to int64) []int64 { return offsets(f.take("t", id, 0, recs(from, to))) }
+	take := func(id [16]byte, from, to int64) []int64 { return offsets(f.take("t", id, 0, 100, recs(from, to))) }
 	want := func(what string, got []int64, from, to int64) {
 		t.Helper()
 		if w := offsets(recs(from, to)); !slices.Equal(got, w) {
@@ -50,6 +50,8 @@ func TestFloors(t *testing.T) {
 	want("below the committed offset at the assignment", take(newID, 0, 25), 20, 25)
 	f.aborted()
 	want("after an abort with no commit of its own", take(newID, 20, 22), 20, 22)
+	f.at("t", newID, 0, 150)
+	want("a committed offset past the log's end", take(newID, 0, 5), 0, 5)
 	f.forgetTopic("t")
 	want("without a topic id", take([16]byte{}, 0, 2), 0, 2)
 	want("without a topic id, again", take([16]byte{}, 0, 2), 0, 2)

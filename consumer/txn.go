@@ -427,6 +427,23 @@ func (t *txn) isDue() bool {
 // records of a partition revoked meanwhile: franz-go then aborts it.
 var errNotAssigned = errors.New("transaction: records settled of a partition no longer assigned")
 
+// nextHoldsGone reports whether what was settled during the commit, for
+// the next transaction, holds a record of a partition revoked or lost
+// since the commit began. t.mu is held.
+func (t *txn) nextHoldsGone() bool {
+	for k := range t.next {
+		if t.gone[k] {
+			return true
+		}
+	}
+	for _, q := range t.queue {
+		if t.gone[q.src.tp] {
+			return true
+		}
+	}
+	return false
+}
+
 // errRevokedInCommit is why a transaction is aborted after a partition was
 // revoked or lost during the commit before it (txn.abortNext).
 var errRevokedInCommit = errors.New("a partition was revoked or lost while the last transaction committed: the records settled meanwhile are handled again")
@@ -533,6 +550,9 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	empty := t.settled == 0 && len(t.letters) == 0 && len(t.failed) == 0
 	t.mu.Unlock()
 	if empty {
+		t.mu.Lock()
+		t.abortNext = false // nothing of a revoked partition waits in it
+		t.mu.Unlock()
 		return false, nil
 	}
 	// Not ended by ctx: a commit that has begun finishes, even when the
@@ -638,7 +658,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	t.mu.Lock()
 	t.marks = make(map[tp]kgo.EpochOffset, len(marks))
 	writeAbort := !committed && len(t.failed) > 0
-	t.abortNext = committed && len(t.gone) > 0
+	t.abortNext = committed && t.nextHoldsGone()
 	switch {
 	case writeAbort:
 		t.abortsInRow++

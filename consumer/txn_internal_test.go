@@ -16,7 +16,7 @@ import (
 )
 
 // TestExactlyOnceRevokeDuringCommit: a partition revoked while a commit's
-// EndTxn is in flight. franz-go lets the revoke callback run once the
+// EndTxn is in flight, with records of it settled meanwhile. franz-go lets the revoke callback run once the
 // EndTxn is answered and then resets its revoked flag, so the revoke no
 // longer aborts the next transaction, which holds the marks and outputs of
 // that partition's records settled during the commit (its next owner
@@ -59,6 +59,9 @@ func TestExactlyOnceRevokeDuringCommit(t *testing.T) {
 		Key: serde.String(), Value: serde.String(),
 		ExactlyOnce: ExactlyOnce{TransactionalID: kafkatest.UniqueName("eosrev-txn")},
 		Handler: func(_ context.Context, r *Record[string, string]) error {
+			if r.Raw.Partition == 0 {
+				time.Sleep(20 * time.Millisecond) // still settling while the first commit runs
+			}
 			return r.Produce(&kgo.Record{Topic: out, Key: r.Raw.Key, Value: r.Raw.Value})
 		},
 	})
@@ -72,12 +75,20 @@ func TestExactlyOnceRevokeDuringCommit(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	produce(0, 20)
-	<-held
+	produce(0, 40)
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("no commit")
+	}
+	kafkatest.WaitFor(t, time.Minute, "a record of partition 0 settled for the next transaction", func() bool {
+		c.txn.mu.Lock()
+		defer c.txn.mu.Unlock()
+		_, ok := c.txn.next[tp{in, 0}]
+		return ok
+	})
 	c.txn.forgetKnown(map[string][]int32{in: {0}}, true) // what the revoke callback does to the transaction
 	close(release)
-	kafkatest.WaitFor(t, time.Minute, "the first commit", func() bool { return c.Stats().TransactionsCommitted >= 1 })
-	produce(20, 40)
 	kafkatest.WaitFor(t, time.Minute, "every record's output", func() bool { return len(readOutputs(t, kc, out)) >= 40 })
 	s := c.Stats()
 	if s.TransactionsAborted < 1 {
@@ -180,7 +191,4 @@ func TestExactlyOnceFloorAtAssignment(t *testing.T) {
 		return -1
 	}
 	kafkatest.WaitFor(t, time.Minute, "the floor at the committed offset", func() bool { return floor() == 30 })
-	if n := second.Stats().Processed; n != 0 {
-		t.Errorf("the second member handled %d records, want none", n)
-	}
 }
