@@ -528,12 +528,7 @@ func TestDurableAttemptsLaneLetterNotWritten(t *testing.T) {
 		&kgo.Record{Topic: topic, Key: []byte("a"), Value: []byte("slow")},
 		&kgo.Record{Topic: topic, Key: []byte("b"), Value: []byte("bad")},
 	)
-	created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, topic+".dlq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := [16]byte(created.ID)
-	dlq.Store(&id)
+	dlq.Store(createDLQ(t, c, topic))
 	group := kafkatest.UniqueName("durable-lanes")
 	var mu sync.Mutex
 	var badTries []int
@@ -589,12 +584,7 @@ func TestDurableAttemptsStoppedWaitingForALetter(t *testing.T) {
 	var dlq atomic.Pointer[[16]byte]
 	refused := refuseWrites(c, &refusing, &dlq)
 	topic := oneTopic(t, c, "durable-wait", "bad", "fails")
-	created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, topic+".dlq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := [16]byte(created.ID)
-	dlq.Store(&id)
+	dlq.Store(createDLQ(t, c, topic))
 	group := kafkatest.UniqueName("durable-wait")
 	var mu sync.Mutex
 	var tries []int
@@ -649,4 +639,15 @@ func TestDurableAttemptsStoppedWaitingForALetter(t *testing.T) {
 	if !slices.Equal(tries, []int{1, 2, 3, 4}) {
 		t.Fatalf("attempts seen by the handler %v; want [1 2 3 4] (the first member's failure kept)", tries)
 	}
+}
+
+// createDLQ creates the dead-letter topic of topic and returns its id.
+func createDLQ(t *testing.T, c *kafkatest.Cluster, topic string) *[16]byte {
+	t.Helper()
+	created, err := kadm.NewClient(c.Client(t)).CreateTopic(context.Background(), 1, -1, nil, topic+".dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := [16]byte(created.ID)
+	return &id
 }

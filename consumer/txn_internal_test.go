@@ -68,13 +68,7 @@ func TestExactlyOnceRevokeDuringCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	defer runTxnConsumer(t, c)()
 	produce(0, 40)
 	select {
 	case <-held:
@@ -167,15 +161,7 @@ func TestExactlyOnceFloorAtAssignment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		return c, func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}
+		return c, runTxnConsumer(t, c)
 	}
 	first, stop := run()
 	kafkatest.WaitFor(t, time.Minute, "the first member's commit", func() bool { return first.Stats().Processed >= 30 && len(readOutputs(t, kc, out)) >= 30 })
@@ -191,4 +177,18 @@ func TestExactlyOnceFloorAtAssignment(t *testing.T) {
 		return -1
 	}
 	kafkatest.WaitFor(t, time.Minute, "the floor at the committed offset", func() bool { return floor() == 30 })
+}
+
+// runTxnConsumer runs c until the returned stop is called; stop reports
+// Run's error.
+func runTxnConsumer(t *testing.T, c *Consumer[string, string]) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
 }
