@@ -207,12 +207,12 @@ type txn struct {
 	gone       map[tp]bool
 	goneTopics map[string]bool
 	// abortNext: a partition was revoked or lost while a commit ran that
-	// then committed. franz-go aborts the transaction after a revoke,
-	// but forgets a revoke that comes as its End returns (it resets its
-	// flag after letting the callbacks in), and the records of that
-	// partition settled meanwhile are in the next transaction: its marks
-	// and queued outputs, of records its next owner handles again. So
-	// the next transaction that holds anything is aborted. Under mu.
+	// then committed, and records of it settled meanwhile are in the next
+	// transaction (its marks and queued outputs, of records the next owner
+	// handles again). franz-go aborts the transaction after a revoke, but
+	// forgets a revoke that comes as its End returns (it resets its flag
+	// after letting the callbacks in): the next transaction is aborted
+	// here. Under mu.
 	abortNext bool
 
 	checked time.Time // the last fence check (checkFenced); the poll goroutine's
