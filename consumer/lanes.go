@@ -105,6 +105,57 @@ type lanes struct {
 	settled []slot        // the worker's: slots taken off by takeSettled, reused
 	changed chan struct{} // closed and replaced when a record settles or a lane ends
 	wg      sync.WaitGroup
+
+	// hold: the lanes of a retry tier's partition with per-key order. A
+	// record whose key has an earlier record in the tiers waits on its
+	// lane, held (partition.hold), instead of being written to a tier
+	// again, and does not count as running. holds are the held records'
+	// give-up channels, by offset: at the Ahead bound, the worker closes
+	// the lowest slot's, and that record is parked as before.
+	hold  bool
+	holds map[int64]chan struct{}
+}
+
+// holdAhead is the least Ahead of a retry tier's partition whose lanes
+// hold records (lanes.hold): how far it goes on past its oldest held record
+// before that one is parked again.
+const holdAhead = 1024
+
+// holding turns on the lanes of a retry tier's partition with per-key
+// order (see hold), with at least holdAhead of Ahead. Without Concurrency,
+// one record is handled at a time, as before; a held record, once its key
+// is free, is handled at once, beside it.
+func (ln *lanes) holding() {
+	ln.hold = true
+	ln.cfg.Max = max(ln.cfg.Max, 1)
+	ln.cfg.Ahead = max(ln.cfg.Ahead, holdAhead)
+	if ln.cfg.AheadBytes == 0 {
+		ln.cfg.AheadBytes = 16 << 20
+	}
+}
+
+// held makes the lane of the record at offset wait for its key: it no
+// longer counts as running, so the worker may start another. It returns
+// the channel the worker closes to make it give up (room).
+func (ln *lanes) held(offset int64) <-chan struct{} {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ch := make(chan struct{})
+	if ln.holds == nil {
+		ln.holds = map[int64]chan struct{}{}
+	}
+	ln.holds[offset] = ch
+	ln.running--
+	ln.signalLocked()
+	return ch
+}
+
+// unheld ends the wait of the record at offset: its lane runs again.
+func (ln *lanes) unheld(offset int64) {
+	ln.mu.Lock()
+	delete(ln.holds, offset)
+	ln.running++
+	ln.mu.Unlock()
 }
 
 // slot is a record taken by the lanes; once it is settled, l is its letter
@@ -116,7 +167,7 @@ type slot struct {
 	out  []*kgo.Record
 }
 
-func (ln *lanes) on() bool { return ln.cfg.Max > 1 }
+func (ln *lanes) on() bool { return ln.cfg.Max > 1 || ln.hold }
 
 // lock and unlock guard the flood window when lanes are on.
 func (ln *lanes) lock() {
@@ -157,7 +208,15 @@ func (ln *lanes) room(ledgerFull bool) (bool, <-chan struct{}) {
 	if ln.changed == nil {
 		ln.changed = make(chan struct{})
 	}
-	ok := !ledgerFull && ln.running < ln.cfg.Max && len(ln.slots) < ln.cfg.Ahead && ln.bytes < ln.cfg.AheadBytes
+	ahead := len(ln.slots) < ln.cfg.Ahead && ln.bytes < ln.cfg.AheadBytes
+	if !ahead && len(ln.slots) > 0 {
+		// At the bound behind a held record: it gives up and is parked.
+		if ch, held := ln.holds[ln.slots[0].rec.Offset]; held {
+			close(ch)
+			delete(ln.holds, ln.slots[0].rec.Offset)
+		}
+	}
+	ok := !ledgerFull && ln.running < ln.cfg.Max && ahead
 	return ok, ln.changed
 }
 
@@ -203,9 +262,13 @@ func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
 	ln.mu.Lock()
 	ln.slots = append(ln.slots, slot{rec: rec})
 	ln.bytes += size(rec)
-	key, keyed := string(rec.Key), rec.Key != nil && !ln.cfg.Unordered
+	key, keyed := string(rec.Key), rec.Key != nil && !ln.cfg.Unordered && !ln.hold
 	switch {
 	case ln.cfg.Unordered:
+	case ln.hold && rec.Key != nil:
+		// A lane of its own: the family orders a key's records (a record
+		// held behind its key waits for the earlier ones to be settled),
+		// and an earlier record may come after it in the partition.
 	case rec.Key == nil && ln.nilBusy:
 		ln.nilWait = append(ln.nilWait, rec)
 		ln.mu.Unlock()
@@ -226,7 +289,7 @@ func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
 	ln.running++
 	ln.mu.Unlock()
 	ln.wg.Add(1)
-	go p.lane(key, keyed, rec)
+	go p.lane(key, keyed, rec.Key == nil && !ln.cfg.Unordered, rec)
 	return true
 }
 
@@ -276,8 +339,9 @@ func (p *partition[K, V]) awaitLaneRoom() bool {
 	return true
 }
 
-// lane handles rec, then the records of its key that wait behind it.
-func (p *partition[K, V]) lane(key string, keyed bool, rec *kgo.Record) {
+// lane handles rec, then the records of its key that wait behind it: those
+// of key when keyed, those without a key when unkeyed, none otherwise.
+func (p *partition[K, V]) lane(key string, keyed, unkeyed bool, rec *kgo.Record) {
 	ln := &p.lanes
 	defer ln.wg.Done()
 	for rec != nil {
@@ -286,8 +350,7 @@ func (p *partition[K, V]) lane(key string, keyed bool, rec *kgo.Record) {
 		var next *kgo.Record
 		switch {
 		case !ok: // stopping: rec and the records behind it stay unsettled
-		case ln.cfg.Unordered:
-		case !keyed && len(ln.nilWait) > 0:
+		case unkeyed && len(ln.nilWait) > 0:
 			next, ln.nilWait = ln.nilWait[0], ln.nilWait[1:]
 		case keyed && len(ln.busy[key]) > 0:
 			q := ln.busy[key]
@@ -295,9 +358,10 @@ func (p *partition[K, V]) lane(key string, keyed bool, rec *kgo.Record) {
 		}
 		if next == nil {
 			ln.running--
-			if keyed {
+			switch {
+			case keyed:
 				delete(ln.busy, key)
-			} else if !ln.cfg.Unordered {
+			case unkeyed:
 				ln.nilBusy, ln.nilWait = false, nil
 			}
 		}

@@ -134,6 +134,13 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 		p.floodWin.dead = make([]bool, c.cfg.FloodGuard.Window)
 	}
 	p.lanes.cfg = c.cfg.Concurrency
+	if p.tier >= 0 && p.fam != nil && c.txn == nil {
+		// Not with ExactlyOnce: a transaction writes a partition's tier
+		// copies in offset order, so the forward of a record behind a
+		// held one would wait for it, and it may be the record it waits
+		// for.
+		p.lanes.holding()
+	}
 	p.retries = c.attempts.take(topic, part)
 	mark := func(r *kgo.Record) { c.cl.MarkCommitRecords(r) }
 	if c.txn != nil {

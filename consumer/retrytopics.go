@@ -354,6 +354,10 @@ type family struct {
 	// seen is, by tier index, the offset after the last record this
 	// member's worker of the tier partition has taken.
 	seen map[int]int64
+	// freed is, by key, a channel closed when an entry of the key goes or
+	// its earliest copy is lost: what a record held behind the key waits
+	// for (blocked). nil while nobody waits.
+	freed map[string]chan struct{}
 }
 
 type entry struct {
@@ -442,6 +446,7 @@ func (f *family) reset() {
 		f.ready = make(chan struct{})
 	default: // not ready: its waiters wait for this channel
 	}
+	f.wakeKeys() // a held record waits for the rebuild, then looks again
 }
 
 // await waits until the family is rebuilt. It returns false when ctx ends.
@@ -516,15 +521,43 @@ func (f *family) unwritten(es []entry, offset int64) <-chan struct{} {
 	return nil
 }
 
-// before reports whether a record of key earlier than offset is in the
-// tiers, and the tier of the earliest one.
-func (f *family) before(key string, offset int64) (tier int, lost, ok bool) {
+// blocked reports whether a record of key earlier than offset is in the
+// tiers, the tier of the earliest one and whether its copy is lost. For a
+// tier record held behind its key (partition.hold), it also returns a channel
+// closed when that may change (an entry of key goes, or a copy of it is
+// lost), taken under the same lock as the answer so that no change is
+// missed.
+func (f *family) blocked(key string, offset int64) (tier int, lost, ok bool, freed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if es := f.keys[key]; len(es) > 0 && es[0].offset < offset {
-		return es[0].tier, es[0].lost(), true
+	es := f.keys[key]
+	if len(es) == 0 || es[0].offset >= offset {
+		return 0, false, false, nil
 	}
-	return 0, false, false
+	if f.freed == nil {
+		f.freed = map[string]chan struct{}{}
+	}
+	ch := f.freed[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		f.freed[key] = ch
+	}
+	return es[0].tier, es[0].lost(), true, ch
+}
+
+// wakeKey wakes who waits for key (blocked). f.mu is held.
+func (f *family) wakeKey(key string) {
+	if ch, ok := f.freed[key]; ok {
+		close(ch)
+		delete(f.freed, key)
+	}
+}
+
+// wakeKeys wakes every record held behind a key (blocked). f.mu is held.
+func (f *family) wakeKeys() {
+	for key := range f.freed {
+		f.wakeKey(key)
+	}
 }
 
 // find returns the entries of key and the index of the one at offset.
@@ -618,6 +651,7 @@ func (f *family) sent(key string, offset int64, forwards int, at int64, err erro
 	}
 	if e.lost() {
 		e.fallBack()
+		f.wakeKey(key)
 	}
 }
 
@@ -707,10 +741,11 @@ func (f *family) stopped(tier int, by <-chan struct{}) {
 		delete(f.seen, tier)
 	}
 	f.wakeChanged()
-	for _, es := range f.keys {
+	for key, es := range f.keys {
 		for i := range es {
 			if e := &es[i]; e.by == by && e.lost() {
 				e.fallBack()
+				f.wakeKey(key)
 			}
 		}
 	}
@@ -768,6 +803,9 @@ func (f *family) sweep(drop func(*entry) bool) {
 			}
 			kept = append(kept, es[i])
 		}
+		if len(kept) < len(es) {
+			f.wakeKey(key)
+		}
 		if len(kept) == 0 {
 			delete(f.keys, key)
 		} else {
@@ -779,6 +817,7 @@ func (f *family) sweep(drop func(*entry) bool) {
 
 // remove removes entry i of key's entries es. f.mu is held.
 func (f *family) remove(key string, es []entry, i int) {
+	f.wakeKey(key)
 	if len(es) == 1 {
 		delete(f.keys, key)
 	} else {
@@ -1138,15 +1177,35 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 	o := &origin{rec: st.original(rec), tiers: st.tiers, forwards: st.forwards}
 	if p.fam != nil && rec.Key != nil {
 		o.keyed = true
-		if p.fam.stale(string(rec.Key), o.rec.Offset, st.forwards) {
-			return p.settledInTier(rec) // an older copy, read again after a crash
-		}
-		if p.fam.skippedCopy(string(rec.Key), o.rec.Offset, st.forwards) {
-			p.log.info("copy of a record skipped while it was being written: not handled", o.rec)
-			p.fam.settle(string(rec.Key), o.rec.Offset)
-			return p.settledInTier(rec)
-		}
-		if tier, lost, ok := p.fam.before(string(rec.Key), o.rec.Offset); ok {
+		key := string(rec.Key)
+		var since time.Time // when it started to wait behind its key (hold)
+		for {
+			if p.fam.stale(key, o.rec.Offset, st.forwards) {
+				return p.settledInTier(rec) // an older copy, read again after a crash
+			}
+			if p.fam.skippedCopy(key, o.rec.Offset, st.forwards) {
+				p.log.info("copy of a record skipped while it was being written: not handled", o.rec)
+				p.fam.settle(key, o.rec.Offset)
+				return p.settledInTier(rec)
+			}
+			tier, lost, blocked, freed := p.fam.blocked(key, o.rec.Offset)
+			if !blocked {
+				break
+			}
+			if !lost && p.lanes.hold {
+				if since.IsZero() {
+					since = time.Now()
+				}
+				switch p.hold(rec, freed, since) {
+				case holdStop:
+					return false
+				case holdFreed:
+					if !p.fam.await(p.ctx) {
+						return false
+					}
+					continue // its key may be free: look again
+				}
+			}
 			if lost {
 				// Its blocker went back to its source, where another
 				// member may hold it: no hurry to read this again.
@@ -1156,6 +1215,47 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		}
 	}
 	return p.process(rec, o, st.f.Attempts+1, st.f.First)
+}
+
+// How a hold ends.
+const (
+	holdFreed  = iota // its key may be free: look again
+	holdGiveUp        // parked as before: the partition is at its bound, or it waited holdLimit
+	holdStop          // the worker stops
+)
+
+// holdLimit bounds how long a tier record waits in memory behind an
+// earlier record of its key (hold) before it is parked again: the earlier
+// record should be settled within its tiers' delays, so one that takes far
+// longer may be settled where this member does not see it.
+func (t *tiers) holdLimit() time.Duration {
+	return 2*slices.Max(t.cfg.Tiers) + time.Minute
+}
+
+// hold keeps rec, a record of a retry tier whose key has an earlier record
+// in the tiers, on its lane until that record is settled (freed closes),
+// instead of writing it to that record's tier again: a record held behind a
+// failing key is written to the tiers once. Meanwhile the partition goes on
+// with other keys, and commits below rec: after a crash, its next owner
+// reads the partition again from rec. It gives up (rec is then parked as
+// before) when the partition is holdAhead records or AheadBytes past it,
+// or after holdLimit from since.
+func (p *partition[K, V]) hold(rec *kgo.Record, freed <-chan struct{}, since time.Time) int {
+	p.c.stats.held.Add(1)
+	giveUp := p.lanes.held(rec.Offset)
+	defer p.lanes.unheld(rec.Offset)
+	t := time.NewTimer(time.Until(since.Add(p.c.tiers.holdLimit())))
+	defer t.Stop()
+	select {
+	case <-freed:
+		return holdFreed
+	case <-giveUp:
+		return holdGiveUp
+	case <-t.C:
+		return holdGiveUp
+	case <-p.ctx.Done():
+		return holdStop
+	}
 }
 
 // routeSource routes a keyed source record (family.route), after waiting,

@@ -26,9 +26,12 @@ type Stats struct {
 	Halted uint64
 	// Forwarded counts records forwarded to a retry tier after failing,
 	// once per tier; Parked counts records forwarded only to stay behind
-	// an earlier record of their key (see [RetryTopics]).
+	// an earlier record of their key (see [RetryTopics]); Held counts
+	// records of a tier that waited behind an earlier record of their key
+	// in memory instead (each time one starts to wait).
 	Forwarded uint64
 	Parked    uint64
+	Held      uint64
 	// DeadLetterWriteErrors counts failed dead-letter write attempts.
 	DeadLetterWriteErrors uint64
 	// TransactionsCommitted and TransactionsAborted count the transactions
@@ -181,7 +184,7 @@ type Stuck struct {
 }
 
 type stats struct {
-	consumed, processed, dlqWriteErrors, floodTrips, parked atomic.Uint64
+	consumed, processed, dlqWriteErrors, floodTrips, parked, held atomic.Uint64
 
 	mu       sync.Mutex
 	outcomes map[OutcomeKey]uint64
@@ -203,6 +206,7 @@ func (s *stats) snapshot() Stats {
 		DeadLetterWriteErrors: s.dlqWriteErrors.Load(),
 		FloodTrips:            s.floodTrips.Load(),
 		Parked:                s.parked.Load(),
+		Held:                  s.held.Load(),
 		Outcomes:              make(map[OutcomeKey]uint64),
 	}
 	s.mu.Lock()
