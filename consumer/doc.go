@@ -291,7 +291,9 @@
 // Unlike Spring Kafka's retry topics, per-key order is kept (unless
 // RetryTopics.Unordered): while a key has a record in the tiers, later records
 // of that key are parked behind it and processed in source order once it is
-// settled; other keys are not delayed. Records without a key are not ordered.
+// settled; other keys are not delayed. A parked record is written to the tiers
+// once: a tier partition that reads it while its key is still held up keeps it
+// in memory until then. Records without a key are not ordered.
 // See [RetryTopics] for how the parked keys are rebuilt after a restart and
 // what bounds them. After a crash, a copy in a tier whose commit had not
 // passed it may be read and tried again (at-least-once): a record can then be

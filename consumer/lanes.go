@@ -48,7 +48,8 @@ type Concurrency struct {
 	// Ahead bounds the records a partition has taken past its lowest
 	// unsettled one: being handled, waiting for their key, or settled
 	// behind it. Optional: 16 × Max (with a BatchHandler,
-	// 2 × Max × Batching.Size).
+	// 2 × Max × Batching.Size); in a retry tier's partition with per-key
+	// order, at least 10,000 (see [RetryTopics]), with or without Max.
 	Ahead int
 	// AheadBytes bounds the same in bytes (keys, values, headers).
 	// Optional: 16 MiB.
@@ -111,15 +112,23 @@ type lanes struct {
 	// lane, held (partition.hold), instead of being written to a tier
 	// again, and does not count as running. holds are the held records'
 	// give-up channels, by offset: at the Ahead bound, the worker closes
-	// the lowest slot's, and that record is parked as before.
+	// the lowest slot's, and that record is parked as before. A record
+	// leaves the partition's buffer (BufferLimits) once a lane takes it:
+	// Ahead and AheadBytes bound what the lanes hold, and a held record
+	// (or the records settled behind it) must not stop the fetching of
+	// the record it waits for, which may be in this partition or
+	// another.
 	hold  bool
 	holds map[int64]chan struct{}
 }
 
 // holdAhead is the least Ahead of a retry tier's partition whose lanes
 // hold records (lanes.hold): how far it goes on past its oldest held record
-// before that one is parked again.
-const holdAhead = 1024
+// before that one is parked again. A held record waits for its blocker's
+// remaining tiers, while its partition takes what its tier receives
+// meanwhile: the parks and forwards of every failing key of its source
+// partition.
+const holdAhead = 10000
 
 // holding turns on the lanes of a retry tier's partition with per-key
 // order (see hold), with at least holdAhead of Ahead. Without Concurrency,
@@ -259,6 +268,11 @@ func (p *partition[K, V]) dispatch(rec *kgo.Record) bool {
 		return false
 	}
 	ln := &p.lanes
+	if ln.hold {
+		p.mu.Lock()
+		p.flow.release(1, size(rec))
+		p.mu.Unlock()
+	}
 	ln.mu.Lock()
 	ln.slots = append(ln.slots, slot{rec: rec})
 	ln.bytes += size(rec)

@@ -154,6 +154,10 @@ func newPartition[K, V any](c *Consumer[K, V], topic string, part int32) *partit
 			p.mu.Unlock()
 		},
 	}
+	if p.lanes.hold {
+		// Released once taken by a lane (dispatch): see lanes.hold.
+		p.ledger.release = func(int, int64) {}
+	}
 	p.settler = newSettler(p)
 	p.route = p.processNew
 	if c.tiers != nil {

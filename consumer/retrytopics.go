@@ -55,6 +55,21 @@ import (
 // key) are not ordered: each is retried on its own, and later unkeyed records
 // go ahead of it.
 //
+// A parked record is written to the tiers once. When a tier partition reads
+// it while an earlier record of its key is still in the tiers (that record
+// failed again and moved on to a later tier), it is held: it waits in memory
+// until that record is settled, and is then handled at once, while the tier
+// partition goes on with its other records (they leave its buffer, and
+// Concurrency.Ahead, at least 10,000 here, and AheadBytes bound them). Its
+// tier partition commits below it: after a crash, the next owner reads that
+// partition again from it, and the records settled behind it are handled
+// again. A held record is parked again, into the tier of the record it waits
+// for, when its partition is at that bound, or after twice the longest
+// tier's delay plus a minute. With [ExactlyOnce], held records are parked
+// again instead: a transaction writes a partition's forwards in offset order,
+// so a forward behind a held record would wait for it. Stats.Held counts the
+// holds.
+//
 // The parked keys of a source partition are rebuilt when it is assigned, from
 // the records its tier partitions hold past the group's committed offsets;
 // its records wait until that is done. To find them, a source partition and its
