@@ -47,6 +47,10 @@ type Options struct {
 	// CPUProfileDir, when set, makes every consumer process write its CPU
 	// profile there.
 	CPUProfileDir string
+	// BrokerPID, when not 0, is the process id of the broker, on this
+	// machine: each run then reports the broker's CPU time during it
+	// (/proc/PID/stat, Linux only).
+	BrokerPID int
 	// Exe is the program run for each consumer with childEnv=1: this
 	// binary (os.Executable) when empty.
 	Exe string
@@ -147,6 +151,9 @@ type Summary struct {
 	CPUSeconds            float64 `json:"cpu_seconds"`
 	CPUMicrosPerRecord    float64 `json:"cpu_us_per_record"`
 	MaxRSSBytes           int64   `json:"max_rss_bytes"`
+	// BrokerCPUSeconds is the median of the broker's CPU time during a
+	// run, with -broker-pid.
+	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
 	// FetchedMin and FetchedMax are the least and most records fetched by
 	// one run.
 	FetchedMin int64 `json:"fetched_min"`
@@ -210,6 +217,11 @@ type Run struct {
 	CPUMicrosPerRecord float64 `json:"cpu_us_per_record"`
 	MaxRSSBytes        int64   `json:"max_rss_bytes"`
 	Profile            string  `json:"cpu_profile,omitempty"`
+	// BrokerCPUSeconds is the broker's user+sys CPU time from the start
+	// of the consumer's process to its exit, with -broker-pid: the work
+	// the run made the broker do (fetches, and Antidote's dead letters),
+	// on the same cores.
+	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
 	// Complete is true when the run settled every record without error.
 	Complete bool `json:"complete"`
 }
@@ -405,8 +417,10 @@ func runProcess(ctx context.Context, o *Options, spec *childSpec) (Run, error) {
 	}
 	cmd.SysProcAttr = childAttr()
 	cmd.WaitDelay = 10 * time.Second
+	broker0 := procCPU(o.BrokerPID)
 	start := time.Now()
 	runErr := cmd.Run()
+	brokerCPU := procCPU(o.BrokerPID) - broker0
 	var res childResult
 	if cmd.ProcessState != nil {
 		ps := cmd.ProcessState
@@ -425,6 +439,9 @@ func runProcess(ctx context.Context, o *Options, spec *childSpec) (Run, error) {
 		keep.ProcessSeconds, keep.UserSeconds, keep.SysSeconds, keep.CPUSeconds
 	res.CPUMicrosPerRecord = res.CPUSeconds * 1e6 / float64(spec.Records)
 	res.Profile = spec.CPUProfile
+	if o.BrokerPID != 0 {
+		res.BrokerCPUSeconds = brokerCPU
+	}
 	switch {
 	case res.Error != "":
 		return res.Run, errors.New(res.Error)
@@ -507,12 +524,13 @@ func summary(runs map[int]Run, records int64) Summary {
 	if len(runs) == 0 {
 		return s
 	}
-	var rps, rpsIJ, cpu, rss []float64
+	var rps, rpsIJ, cpu, rss, broker []float64
 	s.FetchedMin = -1
 	for _, r := range runs {
 		rps = append(rps, r.RecordsPerSec)
 		rpsIJ = append(rpsIJ, r.RecordsPerSecIJ)
 		cpu = append(cpu, r.CPUSeconds)
+		broker = append(broker, r.BrokerCPUSeconds)
 		rss = append(rss, float64(r.MaxRSSBytes))
 		if s.FetchedMin < 0 || r.Fetched < s.FetchedMin {
 			s.FetchedMin = r.Fetched
@@ -523,6 +541,7 @@ func summary(runs map[int]Run, records int64) Summary {
 	s.RecordsPerSecMin, s.RecordsPerSecMax = slices.Min(rps), slices.Max(rps)
 	s.RecordsPerSecInclJoin = median(rpsIJ)
 	s.CPUSeconds = median(cpu)
+	s.BrokerCPUSeconds = median(broker)
 	s.MaxRSSBytes = int64(median(rss))
 	if records > 0 {
 		s.CPUMicrosPerRecord = s.CPUSeconds * 1e6 / float64(records)

@@ -54,6 +54,7 @@ func parseFlags(args []string, stderr io.Writer) (*cliOptions, error) {
 	fs.StringVar(&o.Output, "o", "table", `output format: "table" or "json"`)
 	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "bound for the whole run; the program stops by itself after it")
 	fs.StringVar(&o.CPUProfileDir, "cpuprofile", "", "a directory: each consumer process writes its CPU profile there, as poison-<ratio>-<consumer>-r<round>.pprof")
+	fs.IntVar(&o.BrokerPID, "broker-pid", 0, "process id of the broker on this machine (scripts/kafka.sh's: $(cat .cache/kafka-run-39092/pid)): report the broker's CPU time during each run (Linux)")
 	fs.BoolVar(&o.Verbose, "v", false, "verbose: consumer and client logs to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: go run ./bench [flags]
@@ -244,6 +245,21 @@ func printTable(w io.Writer, r *Result) {
 			float64(row.Bare.MaxRSSBytes)/(1<<20), float64(row.Antidote.MaxRSSBytes)/(1<<20), letter, tgt, result, pill)
 	}
 	_ = tw.Flush()
+
+	if len(r.Rows) > 0 && r.Rows[0].Bare.BrokerCPUSeconds+r.Rows[0].Antidote.BrokerCPUSeconds > 0 {
+		fmt.Fprintf(w, "\nbroker CPU during a run (median seconds; the consumer and the broker share the machine's cores):\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "poison\tbare run\tantidote run\tdifference\tper dead letter µs\t")
+		for _, row := range r.Rows {
+			d := row.Antidote.BrokerCPUSeconds - row.Bare.BrokerCPUSeconds
+			per := "-"
+			if row.Pills > 0 {
+				per = fmt.Sprintf("%.2f", d*1e6/float64(row.Pills))
+			}
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%+.2f\t%s\t\n", pct(row.Poison), row.Bare.BrokerCPUSeconds, row.Antidote.BrokerCPUSeconds, d, per)
+		}
+		_ = tw.Flush()
+	}
 
 	fmt.Fprintf(w, "\nruns (records/s, window s, s incl. join, records fetched, CPU s, peak RSS MiB; antidote: processed/dead-lettered):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -8,6 +8,39 @@ import (
 	"syscall"
 )
 
+// clockTicks is the unit of the times in /proc/PID/stat (USER_HZ), 100 on
+// every Linux architecture Go runs on.
+const clockTicks = 100
+
+// procCPU returns the user+sys CPU seconds of process pid so far, from
+// /proc/PID/stat; 0 when pid is 0 or unreadable.
+func procCPU(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: the fields
+	// counted are after its closing one. utime and stime are fields 14
+	// and 15 of the line, 12 and 13 after the name.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, err1 := strconv.ParseInt(string(f[11]), 10, 64)
+	st, err2 := strconv.ParseInt(string(f[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return float64(u+st) / clockTicks
+}
+
 // childAttr makes a child die with the bench process.
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
