@@ -256,7 +256,8 @@ func (u Unwritable) String() string {
 // at most its own bound plus two fetches of it on one broker (with several,
 // a poll round may bring it two, and six in all); what the consumer holds
 // is at most the total plus one fetch per broker, plus what the paused
-// partitions hold. A retry tier's partition with per-key order counts only
+// partitions hold, plus up to Concurrency.AheadBytes (16 MiB by default) for
+// each retry tier partition. A retry tier's partition with per-key order counts only
 // the records its worker has not taken yet: what it has taken (handling,
 // held behind their key, or settled behind a held one) is bounded by
 // Concurrency.Ahead (at least 10,000 there) and AheadBytes instead, so that

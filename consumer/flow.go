@@ -9,7 +9,10 @@ import (
 
 // Flow control. A record is held from the moment it is fetched until it is
 // settled: queued, being handled, or dead-lettered with its letter not yet
-// acknowledged (the letter shares the record's key and value). A record
+// acknowledged (the letter shares the record's key and value). In a retry
+// tier's partition with per-key order, until its lanes take it (lanes.hold):
+// a record held there behind its key must not stop the fetching of the one
+// it waits for; Ahead and AheadBytes bound what the lanes hold. A record
 // settled behind a letter in flight is released at once: the ledger keeps its
 // offset for the commit, not the record, and bounds itself by the letters in
 // flight (maxInflight). franz-go drops what it holds for a paused partition

@@ -24,7 +24,10 @@ import (
 // lowest unsettled record; at the bound it stops taking records. When a stuck
 // record (retrying, or waiting for its dead letter) holds it there, its
 // fetching pauses, so that it never holds back the other partitions;
-// otherwise what it holds counts toward [BufferLimits].
+// otherwise what it holds counts toward [BufferLimits]. In a retry tier's
+// partition with per-key order, a key's records are ordered by their source
+// offsets instead, and what the lanes took leaves the buffer (see
+// [RetryTopics]).
 //
 // Everything else works as with one record at a time: the policies, the
 // dead-letter path, skip, the kill switch, the flood guard, stats, hooks and
@@ -49,7 +52,8 @@ type Concurrency struct {
 	// unsettled one: being handled, waiting for their key, or settled
 	// behind it. Optional: 16 × Max (with a BatchHandler,
 	// 2 × Max × Batching.Size); in a retry tier's partition with per-key
-	// order, at least 10,000 (see [RetryTopics]), with or without Max.
+	// order, at least 10,000, with or without Max, and not with
+	// ExactlyOnce (see [RetryTopics]).
 	Ahead int
 	// AheadBytes bounds the same in bytes (keys, values, headers).
 	// Optional: 16 MiB.
@@ -120,6 +124,9 @@ type lanes struct {
 	// another.
 	hold  bool
 	holds map[int64]chan struct{}
+	// resuming counts the held records whose key is free, waiting to
+	// run: they go before new records (room), within Max.
+	resuming int
 }
 
 // holdAhead is the least Ahead of a retry tier's partition whose lanes
@@ -132,8 +139,9 @@ const holdAhead = 10000
 
 // holding turns on the lanes of a retry tier's partition with per-key
 // order (see hold), with at least holdAhead of Ahead. Without Concurrency,
-// one record is handled at a time, as before; a held record, once its key
-// is free, is handled at once, beside it.
+// one record is handled at a time, as before (Max 1): a held record waits
+// without counting, and once its key is free it runs before the records
+// not taken yet.
 func (ln *lanes) holding() {
 	ln.hold = true
 	ln.cfg.Max = max(ln.cfg.Max, 1)
@@ -159,12 +167,59 @@ func (ln *lanes) held(offset int64) <-chan struct{} {
 	return ch
 }
 
-// unheld ends the wait of the record at offset: its lane runs again.
-func (ln *lanes) unheld(offset int64) {
+// unheld ends the wait of the record at offset: its lane runs again once
+// fewer than Max records are being handled (before new ones: room), or at
+// once when the worker stops (done).
+func (ln *lanes) unheld(offset int64, done <-chan struct{}) {
 	ln.mu.Lock()
 	delete(ln.holds, offset)
-	ln.running++
+	ln.resuming++
+	for ln.running >= ln.cfg.Max && !closed(done) {
+		if ln.changed == nil {
+			ln.changed = make(chan struct{})
+		}
+		ch := ln.changed
+		ln.mu.Unlock()
+		select {
+		case <-ch:
+		case <-done:
+		}
+		ln.mu.Lock()
+	}
+	ln.resuming--
+	ln.running++ // lane takes it off when it ends
 	ln.mu.Unlock()
+}
+
+// giveUpBeforeFailed makes the held records in front of the first letter
+// whose write failed give up (room): a letter's write is retried only
+// once every record before it is settled (reap), and that letter may be
+// the forward of the very record they wait for. It runs on the worker.
+func (ln *lanes) giveUpBeforeFailed() {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if len(ln.holds) == 0 {
+		return
+	}
+	for i, sl := range ln.slots {
+		if !sl.done || sl.l == nil || !sl.l.failed() {
+			continue
+		}
+		for _, before := range ln.slots[:i] {
+			if ch, held := ln.holds[before.rec.Offset]; held {
+				close(ch)
+				delete(ln.holds, before.rec.Offset)
+			}
+		}
+		return
+	}
+}
+
+// holdingAny reports whether a record waits behind its key (hold).
+func (ln *lanes) holdingAny() bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return len(ln.holds) > 0
 }
 
 // slot is a record taken by the lanes; once it is settled, l is its letter
@@ -225,7 +280,7 @@ func (ln *lanes) room(ledgerFull bool) (bool, <-chan struct{}) {
 			delete(ln.holds, ln.slots[0].rec.Offset)
 		}
 	}
-	ok := !ledgerFull && ln.running < ln.cfg.Max && ahead
+	ok := !ledgerFull && ln.running+ln.resuming < ln.cfg.Max && ahead
 	return ok, ln.changed
 }
 
@@ -320,6 +375,9 @@ func (p *partition[K, V]) awaitLaneRoom() bool {
 		changed := ln.changedCh()
 		if !p.takeSettled() {
 			return false
+		}
+		if ln.hold {
+			ln.giveUpBeforeFailed()
 		}
 		full := p.ledger.full()
 		if ok, _ := ln.room(full); ok {
@@ -438,6 +496,15 @@ func (p *partition[K, V]) idleLanes() bool {
 	if !p.takeSettled() {
 		return false
 	}
+	var tick <-chan time.Time
+	if p.lanes.hold && p.lanes.holdingAny() {
+		// A letter behind a held record may fail, and nothing else
+		// wakes the worker then (giveUpBeforeFailed).
+		p.lanes.giveUpBeforeFailed()
+		t := time.NewTimer(lanesTick)
+		defer t.Stop()
+		tick = t.C
+	}
 	p.flush()
 	p.log.idle()
 	head, ok := p.reap()
@@ -451,6 +518,8 @@ func (p *partition[K, V]) idleLanes() bool {
 		case <-p.wake:
 			return true
 		case <-changed:
+			return true
+		case <-tick:
 			return true
 		}
 	}

@@ -58,17 +58,24 @@ import (
 // A parked record is written to the tiers once. When a tier partition reads
 // it while an earlier record of its key is still in the tiers (that record
 // failed again and moved on to a later tier), it is held: it waits in memory
-// until that record is settled, and is then handled at once, while the tier
-// partition goes on with its other records (they leave its buffer, and
-// Concurrency.Ahead, at least 10,000 here, and AheadBytes bound them). Its
-// tier partition commits below it: after a crash, the next owner reads that
-// partition again from it, and the records settled behind it are handled
-// again. A held record is parked again, into the tier of the record it waits
-// for, when its partition is at that bound, or after twice the longest
-// tier's delay plus a minute. With [ExactlyOnce], held records are parked
-// again instead: a transaction writes a partition's forwards in offset order,
-// so a forward behind a held record would wait for it. Stats.Held counts the
-// holds.
+// until that record is settled, and is then handled before the partition's
+// next records (within Concurrency.Max: one at a time without it), while
+// the tier partition goes on with its other records (they leave its buffer,
+// and Concurrency.Ahead, at least 10,000 here, and AheadBytes bound them).
+// Its tier partition commits below it: after a crash, a rebalance or a
+// restart, the next owner reads that partition again from it, and the
+// records settled behind it are handled again (at-least-once; a copy
+// forwarded on meanwhile may be forwarded again). A held record is parked
+// again, into the tier of the record it waits for, when its partition is at
+// that bound, when a letter behind it fails to be written (it is written
+// again only once the records before it are settled), or after twice the
+// longest tier's delay plus a minute. A held record is not stuck: it is not
+// in Stats.Stuck and cannot be skipped; an operator's Pause stops it before
+// it is handled. Two copies of one record in a tier partition (a write
+// repeated) may be handled at once. With [ExactlyOnce], held records are
+// parked again instead: a transaction writes a partition's forwards in
+// offset order, so a forward behind a held record would wait for it.
+// Stats.Held counts the holds.
 //
 // The parked keys of a source partition are rebuilt when it is assigned, from
 // the records its tier partitions hold past the group's committed offsets;
@@ -369,10 +376,11 @@ type family struct {
 	// seen is, by tier index, the offset after the last record this
 	// member's worker of the tier partition has taken.
 	seen map[int]int64
-	// freed is, by key, a channel closed when an entry of the key goes or
-	// its earliest copy is lost: what a record held behind the key waits
-	// for (blocked). nil while nobody waits.
-	freed map[string]chan struct{}
+	// freed is, by key and offset, a channel closed when the record of key
+	// at that offset, held behind its key, may go on: the entries before
+	// it went, or the earliest one's copy is lost (blocked). nil while
+	// nobody waits.
+	freed map[string]map[int64]chan struct{}
 }
 
 type entry struct {
@@ -550,20 +558,48 @@ func (f *family) blocked(key string, offset int64) (tier int, lost, ok bool, fre
 		return 0, false, false, nil
 	}
 	if f.freed == nil {
-		f.freed = map[string]chan struct{}{}
+		f.freed = map[string]map[int64]chan struct{}{}
 	}
-	ch := f.freed[key]
+	w := f.freed[key]
+	if w == nil {
+		w = map[int64]chan struct{}{}
+		f.freed[key] = w
+	}
+	ch := w[offset]
 	if ch == nil {
 		ch = make(chan struct{})
-		f.freed[key] = ch
+		w[offset] = ch
 	}
 	return es[0].tier, es[0].lost(), true, ch
 }
 
-// wakeKey wakes who waits for key (blocked). f.mu is held.
+// wakeKey wakes every record held behind key (blocked). f.mu is held.
 func (f *family) wakeKey(key string) {
-	if ch, ok := f.freed[key]; ok {
+	for _, ch := range f.freed[key] {
 		close(ch)
+	}
+	delete(f.freed, key)
+}
+
+// wakeFreed wakes, after an entry of key went, the records held behind key
+// that may go on: those no entry precedes now, or all of them when the
+// earliest entry's copy is lost (they are parked, see hold). Waking only
+// those keeps a key with many held records from waking each of them at
+// every record of the key settled. f.mu is held.
+func (f *family) wakeFreed(key string) {
+	es := f.keys[key]
+	if len(es) == 0 || es[0].lost() {
+		f.wakeKey(key)
+		return
+	}
+	w := f.freed[key]
+	for off, ch := range w {
+		if off <= es[0].offset {
+			close(ch)
+			delete(w, off)
+		}
+	}
+	if len(w) == 0 {
 		delete(f.freed, key)
 	}
 }
@@ -832,7 +868,7 @@ func (f *family) sweep(drop func(*entry) bool) {
 
 // remove removes entry i of key's entries es. f.mu is held.
 func (f *family) remove(key string, es []entry, i int) {
-	f.wakeKey(key)
+	defer f.wakeFreed(key)
 	if len(es) == 1 {
 		delete(f.keys, key)
 	} else {
@@ -1194,6 +1230,7 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 		o.keyed = true
 		key := string(rec.Key)
 		var since time.Time // when it started to wait behind its key (hold)
+		gaveUp := false
 		for {
 			if p.fam.stale(key, o.rec.Offset, st.forwards) {
 				return p.settledInTier(rec) // an older copy, read again after a crash
@@ -1207,19 +1244,21 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 			if !blocked {
 				break
 			}
-			if !lost && p.lanes.hold {
+			if !lost && p.lanes.hold && !gaveUp {
 				if since.IsZero() {
 					since = time.Now()
 				}
 				switch p.hold(rec, freed, since) {
 				case holdStop:
 					return false
+				case holdGiveUp:
+					gaveUp = true // parked, into the tier its blocker is in now
 				case holdFreed:
-					if !p.fam.await(p.ctx) {
+					if !p.fam.await(p.ctx) || !p.awaitResumed() {
 						return false
 					}
-					continue // its key may be free: look again
 				}
+				continue // its key may be free: look again
 			}
 			if lost {
 				// Its blocker went back to its source, where another
@@ -1251,14 +1290,15 @@ func (t *tiers) holdLimit() time.Duration {
 // in the tiers, on its lane until that record is settled (freed closes),
 // instead of writing it to that record's tier again: a record held behind a
 // failing key is written to the tiers once. Meanwhile the partition goes on
-// with other keys, and commits below rec: after a crash, its next owner
-// reads the partition again from rec. It gives up (rec is then parked as
-// before) when the partition is holdAhead records or AheadBytes past it,
+// with other keys, and commits below rec: after a crash, a rebalance or a
+// restart, its next owner reads the partition again from rec. It gives up
+// (rec is then parked as before) when the partition is holdAhead records or
+// AheadBytes past it, when a letter behind it fails (giveUpBeforeFailed),
 // or after holdLimit from since.
 func (p *partition[K, V]) hold(rec *kgo.Record, freed <-chan struct{}, since time.Time) int {
 	p.c.stats.held.Add(1)
 	giveUp := p.lanes.held(rec.Offset)
-	defer p.lanes.unheld(rec.Offset)
+	defer p.lanes.unheld(rec.Offset, p.ctx.Done())
 	t := time.NewTimer(time.Until(since.Add(p.c.tiers.holdLimit())))
 	defer t.Stop()
 	select {

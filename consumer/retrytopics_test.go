@@ -507,7 +507,7 @@ func TestIntegrationRetryTopicsHeldOnce(t *testing.T) {
 		Policy: consumer.Policy{Process: consumer.StagePolicy{
 			Transient: consumer.Rule{Retry: backoff.None(), Then: consumer.ActionRetryTopic},
 		}},
-		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{30 * time.Millisecond, 60 * time.Millisecond, 90 * time.Millisecond}},
+		RetryTopics: consumer.RetryTopics{Tiers: []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond}},
 		Handler: func(_ context.Context, r *consumer.Record[string, string]) error {
 			if r.Key == "k" && r.Value == "0" && r.Attempt <= 3 {
 				return failure.Transient(errors.New("k is down"))
