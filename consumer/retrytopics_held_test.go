@@ -19,8 +19,7 @@ import (
 	"github.com/antidote-kafka/antidote/serde"
 )
 
-// The tests of records held in a retry tier's partition behind their key
-// (see TestIntegrationRetryTopicsHeldOnce for the write they save).
+// The tests of records held in a retry tier's partition behind their key.
 
 // heldConfig is a consumer of topic that sends a failure straight to the
 // given tiers.
@@ -33,6 +32,58 @@ func heldConfig(t *testing.T, c *kafkatest.Cluster, topic string, tiers []time.D
 		}},
 		RetryTopics: consumer.RetryTopics{Tiers: tiers},
 		Handler:     h,
+	}
+}
+
+// TestIntegrationRetryTopicsHeldOnce: the records held behind a failing key
+// are written to the tiers once each. The key's first record fails at its
+// source and in the first two tiers; the nine behind it are parked once, at
+// their source, then wait in the tier partitions' memory (Stats.Held) while
+// it moves on, and are handled in order once it succeeds.
+func TestIntegrationRetryTopicsHeldOnce(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.Topic(t, "rtheld", 1)
+	prod := c.Client(t, kgo.ProducerLinger(0))
+	var recs []*kgo.Record
+	for i := 0; i < 10; i++ {
+		recs = append(recs,
+			&kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte(strconv.Itoa(i))},
+			&kgo.Record{Topic: topic, Key: []byte("o" + strconv.Itoa(i)), Value: []byte("0")})
+	}
+	kafkatest.Produce(t, prod, recs...)
+
+	order := newKeyOrder()
+	var mu sync.Mutex
+	var violations []error
+	c1, err := consumer.New(heldConfig(t, c, topic, []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond},
+		func(_ context.Context, r *consumer.Record[string, string]) error {
+			if r.Key == "k" && r.Value == "0" && r.Attempt <= 3 {
+				return failure.Transient(errors.New("k is down"))
+			}
+			seq, _ := strconv.Atoi(r.Value)
+			if err := order.add(r.Key, seq); err != nil {
+				mu.Lock()
+				violations = append(violations, err)
+				mu.Unlock()
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, c1)
+	kafkatest.WaitFor(t, 60*time.Second, "every record processed", func() bool { return order.count() == 20 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range violations {
+		t.Error(v)
+	}
+	s := c1.Stats()
+	if s.Forwarded != 3 || s.Parked != 9 || s.Held < 9 {
+		t.Errorf("Stats: Forwarded %d, Parked %d, Held %d: want 3, 9 (one write per record behind k's first) and at least 9", s.Forwarded, s.Parked, s.Held)
 	}
 }
 
