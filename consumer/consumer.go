@@ -64,6 +64,9 @@ type Consumer[K, V any] struct {
 
 	mu    sync.Mutex
 	parts map[tp]*partition[K, V]
+	// mine is what the group assigned this member (guarded by mu): a
+	// partition may be assigned before it has a worker in parts.
+	mine map[tp]bool
 	// opPaused are the partitions an operator paused (Pause), so that a
 	// worker started again (after an aborted transaction) stays paused;
 	// opSkips the records an operator skipped (Skip), so that they stay
@@ -685,9 +688,21 @@ const revokeCommitTimeout = 10 * time.Second
 // assign records partitions given (on) or taken from this member.
 func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 	n := 0
-	for _, ps := range m {
-		n += len(ps)
+	c.mu.Lock()
+	if c.mine == nil {
+		c.mine = map[tp]bool{}
 	}
+	for t, ps := range m {
+		n += len(ps)
+		for _, p := range ps {
+			if on {
+				c.mine[tp{t, p}] = true
+			} else {
+				delete(c.mine, tp{t, p})
+			}
+		}
+	}
+	c.mu.Unlock()
 	if !on {
 		n = -n
 	}
@@ -919,6 +934,13 @@ func (c *Consumer[K, V]) Resume(topic string, part int32) error {
 		c.log.Warn("partition resumed by an operator", "topic", topic, "partition", part)
 	}
 	return nil
+}
+
+// isMine reports whether the group assigned topic/part to this member.
+func (c *Consumer[K, V]) isMine(topic string, part int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mine[tp{topic, part}]
 }
 
 // owns reports whether this member has a worker for topic/part.

@@ -69,7 +69,10 @@ import (
 // again, into the tier of the record it waits for, when its partition is at
 // that bound, when a letter behind it fails to be written (it is written
 // again only once the records before it are settled), or after twice the
-// longest tier's delay plus a minute. A held record is not stuck: it is not
+// longest tier's delay plus ten seconds (the record it waits for may be a
+// copy in a tier topic deleted meanwhile, which a write there would find);
+// and it is parked at once when that record's tier partition is not
+// assigned to this member (or stops being). A held record is not stuck: it is not
 // in Stats.Stuck and cannot be skipped; an operator's Pause stops it before
 // it is handled. Two copies of one record in a tier partition (a write
 // repeated) may be handled at once. With [ExactlyOnce], held records are
@@ -328,12 +331,23 @@ func (t *tiers) gone(topic string) {
 // drop forgets the families of revoked source partitions, but for those
 // some of whose tier partitions this member still owns (held reports it):
 // their workers go on using the family, which is rebuilt when the source
-// partition comes back (assignTiers).
+// partition comes back (assignTiers). The records held behind a copy in a
+// revoked tier partition are woken: another member (or nobody, if its topic
+// was deleted) settles that copy now, so they are parked.
 func (t *tiers) drop(m map[string][]int32, held func(topic string, part int32) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for topic, ps := range m {
-		if _, tier := t.byTopic[topic]; tier {
+		if ti, tier := t.byTopic[topic]; tier {
+			// The records held behind a copy in it look again: they
+			// are parked now (partition.hold).
+			for _, p := range ps {
+				if f := t.fams[tp{ti.source, p}]; f != nil {
+					f.mu.Lock()
+					f.wakeKeys()
+					f.mu.Unlock()
+				}
+			}
 			continue
 		}
 	next:
@@ -1244,7 +1258,7 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 			if !blocked {
 				break
 			}
-			if !lost && p.lanes.hold && !gaveUp {
+			if !lost && p.lanes.hold && !gaveUp && p.c.isMine(p.c.tiers.names[p.source][tier], p.part) {
 				if since.IsZero() {
 					since = time.Now()
 				}
@@ -1283,7 +1297,7 @@ const (
 // record should be settled within its tiers' delays, so one that takes far
 // longer may be settled where this member does not see it.
 func (t *tiers) holdLimit() time.Duration {
-	return 2*slices.Max(t.cfg.Tiers) + time.Minute
+	return 2*slices.Max(t.cfg.Tiers) + 10*time.Second
 }
 
 // hold keeps rec, a record of a retry tier whose key has an earlier record
