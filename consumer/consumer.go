@@ -687,13 +687,11 @@ const revokeCommitTimeout = 10 * time.Second
 
 // assign records partitions given (on) or taken from this member.
 func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
-	n := 0
 	c.mu.Lock()
 	if c.mine == nil {
 		c.mine = map[tp]bool{}
 	}
 	for t, ps := range m {
-		n += len(ps)
 		for _, p := range ps {
 			if on {
 				c.mine[tp{t, p}] = true
@@ -702,11 +700,10 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 			}
 		}
 	}
+	n := len(c.mine)
 	c.mu.Unlock()
-	if !on {
-		n = -n
-	}
-	c.budget.setOthers(c.assigned.Add(int64(n)) > 1)
+	c.assigned.Store(int64(n)) // a partition assigned twice counts once
+	c.budget.setOthers(n > 1)
 	if c.hooks == nil || len(m) == 0 {
 		return
 	}

@@ -293,7 +293,7 @@
 // of that key are parked behind it and processed in source order once it is
 // settled; other keys are not delayed. A parked record is written to the tiers
 // once: a tier partition that reads it while its key is still held up keeps it
-// in memory until then. Records without a key are not ordered.
+// in memory until then (not with ExactlyOnce). Records without a key are not ordered.
 // See [RetryTopics] for how the parked keys are rebuilt after a restart and
 // what bounds them. After a crash, a copy in a tier whose commit had not
 // passed it may be read and tried again (at-least-once): a record can then be

@@ -161,7 +161,7 @@ func TestFamilyLostForwardFallsBack(t *testing.T) {
 	if len(es) != 1 || es[0].tier != 0 || es[0].at != 42 || es[0].forwards != 1 {
 		t.Fatalf("entries %+v; want k back at tier 0 offset 42", es)
 	}
-	if tier, lost, ok, _ := f.blocked("k", 9); !ok || lost || tier != 0 {
+	if tier, lost, ok, _ := f.blocked("k", 9, false); !ok || lost || tier != 0 {
 		t.Fatalf("before(k, 9) = %d %v %v; want tier 0, held, not lost", tier, lost, ok)
 	}
 	other := tierRecord("orders.retry.1s", "x", "payments", 3, 1)

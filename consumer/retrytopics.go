@@ -560,16 +560,19 @@ func (f *family) unwritten(es []entry, offset int64) <-chan struct{} {
 
 // blocked reports whether a record of key earlier than offset is in the
 // tiers, the tier of the earliest one and whether its copy is lost. For a
-// tier record held behind its key (partition.hold), it also returns a channel
-// closed when that may change (an entry of key goes, or a copy of it is
-// lost), taken under the same lock as the answer so that no change is
-// missed.
-func (f *family) blocked(key string, offset int64) (tier int, lost, ok bool, freed <-chan struct{}) {
+// tier record that may be held behind its key (wait; partition.hold), it
+// also returns a channel closed when that may change (an entry of key goes,
+// or a copy of it is lost), taken under the same lock as the answer so that
+// no change is missed.
+func (f *family) blocked(key string, offset int64, wait bool) (tier int, lost, ok bool, freed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	es := f.keys[key]
 	if len(es) == 0 || es[0].offset >= offset {
 		return 0, false, false, nil
+	}
+	if !wait || es[0].lost() {
+		return es[0].tier, es[0].lost(), true, nil
 	}
 	if f.freed == nil {
 		f.freed = map[string]map[int64]chan struct{}{}
@@ -1254,11 +1257,11 @@ func (p *partition[K, V]) handleTiered(rec *kgo.Record) bool {
 				p.fam.settle(key, o.rec.Offset)
 				return p.settledInTier(rec)
 			}
-			tier, lost, blocked, freed := p.fam.blocked(key, o.rec.Offset)
+			tier, lost, blocked, freed := p.fam.blocked(key, o.rec.Offset, p.lanes.hold && !gaveUp)
 			if !blocked {
 				break
 			}
-			if !lost && p.lanes.hold && !gaveUp && p.c.isMine(p.c.tiers.names[p.source][tier], p.part) {
+			if freed != nil && p.c.isMine(p.c.tiers.names[p.source][tier], p.part) {
 				if since.IsZero() {
 					since = time.Now()
 				}
