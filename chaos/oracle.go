@@ -724,7 +724,7 @@ const rssMarginKiB = 64 << 10
 func rssBoundKiB(sc *Scenario, workload int64) int64 {
 	// The consumer's defaults (BufferLimits), and TotalRecords as
 	// Scenario.config sets it.
-	total, records := int64(64<<20), int64(20000)
+	total, records := int64(64<<20), int64(80000)
 	if sc.Mode.BufferRecords > 0 {
 		records = 2 * int64(sc.Mode.BufferRecords)
 	}

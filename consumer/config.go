@@ -227,6 +227,12 @@ func (u Unwritable) String() string {
 // that letter is acknowledged; a partition waits for its oldest dead letter
 // once 1024 are in flight. Each zero field takes its default.
 //
+// The default record bounds hold several fetches of small records, so that
+// the next fetch is under way while the workers have work: a fetch brings a
+// partition up to kgo.FetchMaxPartitionBytes (1 MiB by default), about 5,000
+// records of 200 bytes. For records of more than 800 bytes on average, the
+// byte bounds are reached first.
+//
 // Backpressure throws fetched data away only to keep the other partitions
 // busy. Each poll takes all the client has fetched (one fetch per broker;
 // see kgo.FetchMaxBytes and kgo.FetchMaxPartitionBytes), so that every
@@ -264,13 +270,14 @@ func (u Unwritable) String() string {
 // a held record never stops the fetching of the record it waits for (see
 // [RetryTopics]).
 type BufferLimits struct {
-	// PartitionRecords bounds the records one partition holds. Optional: 10000.
+	// PartitionRecords bounds the records one partition holds. Optional:
+	// 40000.
 	PartitionRecords int
 	// PartitionBytes bounds the bytes (keys, values and headers) one
 	// partition holds. Optional: 32 MiB.
 	PartitionBytes int64
 	// TotalRecords bounds the records all flowing partitions hold together.
-	// Optional: 20000.
+	// Optional: 80000.
 	TotalRecords int
 	// TotalBytes bounds the bytes all flowing partitions hold together.
 	// Optional: 64 MiB.
@@ -279,13 +286,13 @@ type BufferLimits struct {
 
 func (b BufferLimits) withDefaults() BufferLimits {
 	if b.PartitionRecords == 0 {
-		b.PartitionRecords = 10000
+		b.PartitionRecords = 40000
 	}
 	if b.PartitionBytes == 0 {
 		b.PartitionBytes = 32 << 20
 	}
 	if b.TotalRecords == 0 {
-		b.TotalRecords = 20000
+		b.TotalRecords = 80000
 	}
 	if b.TotalBytes == 0 {
 		b.TotalBytes = 64 << 20
