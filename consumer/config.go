@@ -230,8 +230,8 @@ func (u Unwritable) String() string {
 // The default record bounds hold several fetches of small records, so that
 // the next fetch is under way while the workers have work: a fetch brings a
 // partition up to kgo.FetchMaxPartitionBytes (1 MiB by default), about 5,000
-// records of 200 bytes. For records of more than 800 bytes on average, the
-// byte bounds are reached first.
+// records of 200 bytes. For records of more than about 840 bytes on average,
+// the byte bounds are reached first.
 //
 // Backpressure throws fetched data away only to keep the other partitions
 // busy. Each poll takes all the client has fetched (one fetch per broker;
