@@ -561,9 +561,14 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 	ferr := cl.Flush(fctx)
 	cancel()
 	t.mu.Lock()
-	var changed []*letter
+	var changed, stuck []*letter
 	for _, sl := range t.letters {
-		if l := sl.l; l.isDone() && l.cur.err != nil {
+		l := sl.l
+		if !l.isDone() {
+			stuck = append(stuck, l)
+			continue
+		}
+		if l.cur.err != nil {
 			if _, ok := t.failed[sl.src]; !ok {
 				t.failed[sl.src] = fmt.Errorf("dead letter to %s: %w", l.tmpl.Topic, l.cur.err)
 			}
@@ -595,6 +600,16 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		// the next transaction is written to it yet.
 		l.w.changed(l.src.Topic, l.tmpl.Topic, l.cur.err, l.cur)
 	}
+	if ferr == nil {
+		stuck = nil
+	}
+	// A letter the flush could not end, or whose topic changed, may be
+	// to a topic deleted meanwhile: franz-go retries a batch it sent
+	// until the topic is back, and no abort ends before it. The topics
+	// are made sure of now, and before each try of an unconfirmed abort:
+	// a recreated topic makes franz-go give the batch up.
+	topics := letterTopics(append(changed, stuck...))
+	ensureLetterTopics(ctx, topics)
 
 	try := kgo.TryCommit
 	if why != nil {
@@ -627,7 +642,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		err = nil
 	}
 	if err != nil && try == kgo.TryAbort && !fatalTxn(err) {
-		err = t.abortUntilDone(ctx, timeout, err)
+		err = t.abortUntilDone(ctx, timeout, err, topics)
 	}
 	if err != nil && try == kgo.TryCommit && !committed && !fatalTxn(err) && !errors.Is(err, errNotAssigned) && outcomeUnknown(err) {
 		// The commit's end is not known (the cluster did not answer):
@@ -640,7 +655,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		if why == nil {
 			why = err
 		}
-		err = t.abortUntilDone(ctx, timeout, err)
+		err = t.abortUntilDone(ctx, timeout, err, topics)
 	}
 	if err == nil && try == kgo.TryCommit && !committed && sent.Load() {
 		// A commit whose offsets went out ended as an abort: an
@@ -785,8 +800,11 @@ func unreachable(err error) bool {
 // confirmed (err), waiting a little longer each time, until the cluster
 // confirms it, the error is fatal, or ctx ends (errStopping). franz-go aborts an
 // unconfirmed end by loading the producer id again, which fences whatever
-// is still open of it at the broker.
-func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err error) error {
+// is still open of it at the broker. Before each try, the topics of the
+// transaction's letters that may be gone are made sure of: an abort waits
+// for every batch sent, and one sent to a deleted topic ends only when the
+// topic is back.
+func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err error, topics []letterTopic) error {
 	for attempt := 1; ; attempt++ {
 		wait := min(time.Duration(attempt)*time.Second, 10*time.Second)
 		t.log.Warn("aborting a transaction: the cluster did not confirm it; trying again", "attempt", attempt, "wait", wait.String(), "err", err)
@@ -796,11 +814,42 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 			// it. The next owner reads the group's offsets.
 			return errStopping
 		}
+		ensureLetterTopics(ctx, topics)
 		ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 		_, err = t.sess.End(ectx, kgo.TryAbort)
 		cancel()
 		if err == nil || fatalTxn(err) {
 			return err
+		}
+	}
+}
+
+// letterTopic is a dead-letter or retry topic a letter of a transaction
+// was written to, with its writer and source topic.
+type letterTopic struct {
+	w             *dlqWriter
+	source, topic string
+}
+
+// letterTopics returns the distinct topics of ls.
+func letterTopics(ls []*letter) []letterTopic {
+	var out []letterTopic
+	for _, l := range ls {
+		lt := letterTopic{l.w, l.src.Topic, l.tmpl.Topic}
+		if !slices.Contains(out, lt) {
+			out = append(out, lt)
+		}
+	}
+	return out
+}
+
+// ensureLetterTopics checks topics again and creates the missing ones
+// (dlqWriter.ensure); a failure is left to the next write or try.
+func ensureLetterTopics(ctx context.Context, topics []letterTopic) {
+	for _, lt := range topics {
+		lt.w.recheck(lt.source, lt.topic)
+		if n, err := lt.w.sourcePartitions(ctx, lt.source); err == nil {
+			_ = lt.w.ensure(ctx, lt.source, lt.topic, n)
 		}
 	}
 }
