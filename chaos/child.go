@@ -29,7 +29,7 @@ import (
 // or the child starting and stopping. The oracle reads nothing else of the
 // children.
 type Event struct {
-	Ev     string `json:"ev"` // start | assign | revoke | call | ack | stuck | skip | pause | resume | retry | forget | stop
+	Ev     string `json:"ev"` // start | assign | revoke | call | ack | commit | abort | stuck | skip | pause | resume | retry | forget | stop
 	Member int    `json:"m"`
 	PID    int    `json:"pid,omitempty"`
 	Topic  string `json:"topic,omitempty"` // the source topic (Record.Raw shows a tier copy as its original)
@@ -97,7 +97,7 @@ func (sc *Scenario) config(brokers []string, member int, w *worker, log *slog.Lo
 	}
 	if w != nil && w.log != nil {
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(ackHook{w.log, member}))
-		cfg.Hooks = assignHook{log: w.log, member: member}
+		cfg.Hooks = groupHook{log: w.log, member: member}
 	}
 	if w != nil && len(w.routes) > 0 {
 		cfg.ClientOpts = append(cfg.ClientOpts, routeDialer(w.routes))
@@ -174,19 +174,29 @@ func (h ackHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	h.log.write(Event{Ev: "ack", Member: h.member, Topic: topic, To: r.Topic, ToPart: &r.Partition, At: &r.Offset, Part: int32(p), Offset: o, T0: time.Now().UnixNano()})
 }
 
-// assignHook logs each partition the group gives the member or takes: a
+// groupHook logs each partition the group gives the member or takes: a
 // record it shows stuck counts only while the member holds its partition
-// (stuckViolations).
-type assignHook struct {
+// (stuckViolations); and, in exactly-once mode, each transaction's end, as
+// "commit" or "abort": a letter acknowledged before a commit was committed
+// in it (judgeAccounts).
+type groupHook struct {
 	consumer.NopHooks
 	log    *eventLog
 	member int
 }
 
-func (h assignHook) PartitionsAssigned(m map[string][]int32) { h.write("assign", m) }
-func (h assignHook) PartitionsRevoked(m map[string][]int32)  { h.write("revoke", m) }
+func (h groupHook) PartitionsAssigned(m map[string][]int32) { h.write("assign", m) }
+func (h groupHook) PartitionsRevoked(m map[string][]int32)  { h.write("revoke", m) }
 
-func (h assignHook) write(ev string, m map[string][]int32) {
+func (h groupHook) TransactionEnded(ev consumer.TxnEvent) {
+	e := Event{Ev: "commit", Member: h.member, T0: time.Now().UnixNano()}
+	if !ev.Committed {
+		e.Ev, e.Err = "abort", errString(ev.Err)
+	}
+	h.log.write(e)
+}
+
+func (h groupHook) write(ev string, m map[string][]int32) {
 	now := time.Now().UnixNano()
 	for topic, ps := range m {
 		for _, p := range ps {

@@ -153,9 +153,9 @@ type accounts struct {
 	// after the last deletion of its topic (so in the topic created again,
 	// where the oracle's reader finds it), is not here.
 	deleted map[pos]string
-	// deletedAck is, for each record in deleted, the time of the
-	// acknowledgement that put it there.
-	deletedAck map[pos]int64
+	// deletedAck is, for each record in deleted, the acknowledgement that
+	// put it there.
+	deletedAck map[pos]Event
 	// copyDeleted are the records with a copy (a forward or a letter,
 	// acknowledged) in a topic the delete fault deleted after it, whatever
 	// became of them: the attempt count a tier copy carried went with it.
@@ -308,7 +308,7 @@ func (a *accounts) restarted(m int, from, to int64) bool {
 // delete after it, which the reader did not see, is taken for aborted.
 func account(source string, letterRecs, copies []*kgo.Record, events []Event, dels []deletion, margin time.Duration, eos bool) *accounts {
 	a := &accounts{ok: map[pos][]Event{}, failed: map[pos]int{}, calls: map[pos][]Event{},
-		skipped: map[pos]bool{}, skips: map[pos][]Event{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, deletedAck: map[pos]int64{}, copyDeleted: map[pos]bool{}, copyForgotten: map[pos]bool{}}
+		skipped: map[pos]bool{}, skips: map[pos][]Event{}, letters: map[pos][]letter{}, acks: map[pos][]Event{}, deleted: map[pos]string{}, deletedAck: map[pos]Event{}, copyDeleted: map[pos]bool{}, copyForgotten: map[pos]bool{}}
 	a.retryOff, a.starts, a.stops = memberTimes(events)
 	for _, e := range events {
 		at := pos{e.Part, e.Offset}
@@ -397,7 +397,7 @@ func account(source string, letterRecs, copies []*kgo.Record, events []Event, de
 		last := slices.MaxFunc(acks, func(x, y Event) int { return cmp.Compare(x.T0, y.T0) })
 		for _, d := range dels {
 			if d.Topic == last.To && last.T0 < d.End+margin.Nanoseconds() {
-				a.deleted[at], a.deletedAck[at] = d.Topic, last.T0
+				a.deleted[at], a.deletedAck[at] = d.Topic, last
 				break
 			}
 		}
@@ -755,9 +755,12 @@ func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation 
 
 // judgeAccounts is account for the judge. In exactly-once mode a letter is
 // acknowledged inside a transaction that may still abort (and its record be
-// handled again), so a record counts as deleted by the fault only when the
-// group's offset was also seen past it (committed in that transaction, or
-// a later one) before the deletion ended.
+// handled again), so a record counts as deleted by the fault only when that
+// transaction committed (the member's next transaction end after the
+// acknowledgement is a commit: txnCommitted; the topic may be deleted
+// before the commit, which Kafka does not refuse), or the group's offset
+// was seen past it (committed in that transaction, or a later one) before
+// the deletion ended.
 func judgeAccounts(sc *Scenario, f *facts) *accounts {
 	a := account(sc.Source(), f.letters, f.forwards, f.events, f.deletes, f.deleteMargin, sc.Mode.ExactlyOnce)
 	if !sc.Mode.ExactlyOnce {
@@ -770,10 +773,13 @@ func judgeAccounts(sc *Scenario, f *facts) *accounts {
 			continue
 		}
 		last := a.deletedAck[at]
+		if txnCommitted(f.events, last) {
+			continue
+		}
 		ok := false
 		for _, d := range f.deletes {
 			end := d.End + f.deleteMargin.Nanoseconds()
-			if d.Topic != topic || last >= end {
+			if d.Topic != topic || last.T0 >= end {
 				continue
 			}
 			for _, c := range f.commits {
@@ -785,6 +791,25 @@ func judgeAccounts(sc *Scenario, f *facts) *accounts {
 		}
 	}
 	return a
+}
+
+// txnCommitted reports whether the transaction that acknowledged letter
+// ack committed: the first transaction end its member logged after it is a
+// commit (the consumer tells a transaction's end after the
+// acknowledgements of its letters), with no restart of the member between.
+func txnCommitted(events []Event, ack Event) bool {
+	var next *Event
+	for i := range events {
+		e := &events[i]
+		if e.Member != ack.Member || e.T0 <= ack.T0 || next != nil && e.T0 >= next.T0 {
+			continue
+		}
+		switch e.Ev {
+		case "commit", "abort", "start", "stop":
+			next = e
+		}
+	}
+	return next != nil && next.Ev == "commit"
 }
 
 // outputsBySource counts the exactly-once outputs of each source record

@@ -138,6 +138,7 @@ func New[K, V any](cfg Config[K, V]) (*Consumer[K, V], error) {
 			c.pruneSkips(marks)
 		}
 		c.txn.group = cfg.Group
+		c.txn.hooks = c.hooks
 	}
 	topics := cfg.Topics
 	if cfg.RetryTopics.on() {

@@ -53,6 +53,10 @@ type Hooks interface {
 	// RecordAcknowledged: a share-group member acknowledged a record:
 	// ACCEPT, RELEASE, or RENEW of a record still being handled.
 	RecordAcknowledged(AckEvent)
+	// TransactionEnded: a transaction of the exactly-once mode (see
+	// [ExactlyOnce]) ended, committed or aborted. It follows every
+	// DeadLetterWritten of a letter written in it.
+	TransactionEnded(TxnEvent)
 }
 
 // NopHooks implements [Hooks] with methods that do nothing. Embed it.
@@ -74,6 +78,7 @@ func (NopHooks) FloodGuardTripped(Flood)               {}
 func (NopHooks) FloodGuardResumed(Flood)               {}
 func (NopHooks) RecordAcquired(AcquiredEvent)          {}
 func (NopHooks) RecordAcknowledged(AckEvent)           {}
+func (NopHooks) TransactionEnded(TxnEvent)             {}
 
 // Outcome is how a record was settled ([SettledEvent.Outcome],
 // [OutcomeKey.Outcome]).
@@ -200,3 +205,16 @@ const (
 	// retried in place.
 	AckRenew Ack = "renew"
 )
+
+// TxnEvent is the end of a transaction of the exactly-once mode.
+type TxnEvent struct {
+	// Committed says the transaction committed; otherwise it was
+	// aborted, and its records are handled again from the committed
+	// offsets.
+	Committed bool
+	// Records is how many records were settled in it.
+	Records int
+	// Err is why it was aborted: a write in it failed, a partition was
+	// revoked, or the cluster did not confirm its end. Nil when committed.
+	Err error
+}

@@ -633,6 +633,7 @@ func TestExactlyOnceDeadLetterDeletedInFlight(t *testing.T) {
 		return refusal(pr, func(kmsg.ProduceRequestTopic) int16 { return kerr.NotLeaderForPartition.Code }), nil, true
 	})
 	prod := manualProducer(t, c)
+	ends := &txnEnds{}
 	cons := stringConsumer(t, c, topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
 		if strings.HasPrefix(r.Value, "bad") {
 			return failure.Permanent(errors.New("rejected"))
@@ -641,6 +642,7 @@ func TestExactlyOnceDeadLetterDeletedInFlight(t *testing.T) {
 	}, func(cfg *consumer.Config[string, string]) {
 		cfg.ExactlyOnce = consumer.ExactlyOnce{TransactionalID: kafkatest.UniqueName("dlq-inflight-txn")}
 		cfg.DeadLetter.WriteTimeout = 2 * time.Second // the commit's flush gives up after it
+		cfg.Hooks = ends
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
 	})
 	stop := runConsumer(t, cons)
@@ -669,4 +671,27 @@ func TestExactlyOnceDeadLetterDeletedInFlight(t *testing.T) {
 			t.Fatalf("output %q; want only ok0", r.Value)
 		}
 	}
+	// The hooks were told of the aborted transaction, why, and of the
+	// commit after it.
+	ends.mu.Lock()
+	defer ends.mu.Unlock()
+	if len(ends.evs) < 2 || ends.evs[0].Committed || ends.evs[0].Err == nil || ends.evs[0].Records != 2 {
+		t.Fatalf("transaction ends %+v; want first an abort of 2 records, with its cause", ends.evs)
+	}
+	if last := ends.evs[len(ends.evs)-1]; !last.Committed || last.Err != nil || last.Records != 2 {
+		t.Fatalf("last transaction end %+v; want a commit of 2 records", last)
+	}
+}
+
+// txnEnds records the transaction ends the consumer tells its hooks.
+type txnEnds struct {
+	consumer.NopHooks
+	mu  sync.Mutex
+	evs []consumer.TxnEvent
+}
+
+func (h *txnEnds) TransactionEnded(ev consumer.TxnEvent) {
+	h.mu.Lock()
+	h.evs = append(h.evs, ev)
+	h.mu.Unlock()
 }

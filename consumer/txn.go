@@ -158,6 +158,8 @@ type txn struct {
 	// committed (Consumer.pruneSkips). Called on the poll goroutine, with
 	// no lock held.
 	onCommit func(marks map[tp]kgo.EpochOffset)
+	// hooks, when set, is told each transaction's end (TransactionEnded).
+	hooks Hooks
 
 	mu sync.Mutex
 	// The open transaction.
@@ -720,6 +722,16 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 			why = errors.New("the group rebalanced, or the offsets could not be committed")
 		}
 		t.log.Warn("transaction aborted: its records are handled again from the committed offsets", "records", settled, "why", why, "err", err)
+	}
+	if t.hooks != nil {
+		ev := TxnEvent{Committed: committed, Records: settled}
+		if !committed {
+			ev.Err = why
+			if why == nil {
+				ev.Err = err
+			}
+		}
+		t.hooks.TransactionEnded(ev)
 	}
 	if writeAbort {
 		// A write failed: the next try waits a little more each time, so
