@@ -188,7 +188,7 @@ type groupHook struct {
 func (h groupHook) PartitionsAssigned(m map[string][]int32) { h.write("assign", m) }
 func (h groupHook) PartitionsRevoked(m map[string][]int32)  { h.write("revoke", m) }
 
-func (h groupHook) TransactionEnded(ev consumer.TxnEvent) {
+func (h groupHook) TransactionEnded(ev consumer.TransactionEvent) {
 	e := Event{Ev: "commit", Member: h.member, T0: time.Now().UnixNano()}
 	if !ev.Committed {
 		e.Ev, e.Err = "abort", errString(ev.Err)

@@ -758,7 +758,8 @@ func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation 
 // handled again), so a record counts as deleted by the fault only when that
 // transaction committed (the member's next transaction end after the
 // acknowledgement is a commit: txnCommitted; the topic may be deleted
-// before the commit, which Kafka does not refuse), or the group's offset
+// before the commit, which Kafka does not refuse) and the acknowledgement
+// came before the deletion ended, or the group's offset
 // was seen past it (committed in that transaction, or a later one) before
 // the deletion ended.
 func judgeAccounts(sc *Scenario, f *facts) *accounts {
@@ -773,7 +774,7 @@ func judgeAccounts(sc *Scenario, f *facts) *accounts {
 			continue
 		}
 		last := a.deletedAck[at]
-		if txnCommitted(f.events, last) {
+		if txnCommitted(f.events, last) && acknowledgedBefore(f.deletes, topic, last.T0) {
 			continue
 		}
 		ok := false
@@ -791,6 +792,18 @@ func judgeAccounts(sc *Scenario, f *facts) *accounts {
 		}
 	}
 	return a
+}
+
+// acknowledgedBefore reports whether an acknowledgement at t0 came before
+// a deletion of topic ended: the letter was in the topic deleted, not in
+// the one created again after it (account allows a margin for that).
+func acknowledgedBefore(dels []deletion, topic string, t0 int64) bool {
+	for _, d := range dels {
+		if d.Topic == topic && t0 < d.End {
+			return true
+		}
+	}
+	return false
 }
 
 // txnCommitted reports whether the transaction that acknowledged letter

@@ -679,6 +679,29 @@ func (w *dlqWriter) recheck(source, topic string) {
 	}
 }
 
+// recheckStuck makes the next ensure check topic again, for a letter
+// whose write the client cannot end (txn.commit), and reports whether it
+// should be checked now: not when the client must forget the topic
+// (stale), which a write does. The source's partition count is kept.
+func (w *dlqWriter) recheckStuck(topic string) bool {
+	w.mu.Lock()
+	t := w.topics[topic]
+	if t == nil || t.stale {
+		w.mu.Unlock()
+		return false
+	}
+	if t.ready {
+		t.ready, t.err = false, nil
+	} else if t.renewing {
+		t.recheckDue = true
+	}
+	w.mu.Unlock()
+	if r := w.lastReady.Load(); r != nil && r.topic == topic {
+		w.lastReady.CompareAndSwap(r, nil)
+	}
+	return true
+}
+
 // changed is recheck after a write wr to topic failed with err
 // (topicChanged). UNKNOWN_TOPIC_ID says the client held an id the topic no
 // longer has: it was deleted and created again, maybe by another member, so

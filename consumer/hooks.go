@@ -54,9 +54,10 @@ type Hooks interface {
 	// ACCEPT, RELEASE, or RENEW of a record still being handled.
 	RecordAcknowledged(AckEvent)
 	// TransactionEnded: a transaction of the exactly-once mode (see
-	// [ExactlyOnce]) ended, committed or aborted. It follows every
-	// DeadLetterWritten of a letter written in it.
-	TransactionEnded(TxnEvent)
+	// [ExactlyOnce]) ended, committed or not. It follows the
+	// DeadLetterWritten of every letter written in it, unless the consumer
+	// stopped or halted before the cluster confirmed its abort.
+	TransactionEnded(TransactionEvent)
 }
 
 // NopHooks implements [Hooks] with methods that do nothing. Embed it.
@@ -78,7 +79,7 @@ func (NopHooks) FloodGuardTripped(Flood)               {}
 func (NopHooks) FloodGuardResumed(Flood)               {}
 func (NopHooks) RecordAcquired(AcquiredEvent)          {}
 func (NopHooks) RecordAcknowledged(AckEvent)           {}
-func (NopHooks) TransactionEnded(TxnEvent)             {}
+func (NopHooks) TransactionEnded(TransactionEvent)     {}
 
 // Outcome is how a record was settled ([SettledEvent.Outcome],
 // [OutcomeKey.Outcome]).
@@ -206,15 +207,18 @@ const (
 	AckRenew Ack = "renew"
 )
 
-// TxnEvent is the end of a transaction of the exactly-once mode.
-type TxnEvent struct {
-	// Committed says the transaction committed; otherwise it was
-	// aborted, and its records are handled again from the committed
-	// offsets.
+// TransactionEvent is the end of a transaction of the exactly-once mode.
+type TransactionEvent struct {
+	// Committed says the transaction committed. Otherwise it was aborted,
+	// and its records are handled again from the group's committed
+	// offsets; or, when Err says the cluster did not confirm the end of
+	// the commit, it may have committed, and the consumer goes on from
+	// the offsets the broker holds, which say which it was.
 	Committed bool
 	// Records is how many records were settled in it.
 	Records int
-	// Err is why it was aborted: a write in it failed, a partition was
-	// revoked, or the cluster did not confirm its end. Nil when committed.
+	// Err is why it was not committed: a write in it failed, a partition
+	// was revoked, or the cluster did not confirm its end. Nil when
+	// committed.
 	Err error
 }

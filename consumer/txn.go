@@ -68,7 +68,10 @@ import (
 // pending commit is waited for), so that the records are handled again only
 // if it did not commit. It reads them after any abort of a commit attempt
 // whose offsets were sent (a rebalance, say). An end the cluster refuses
-// for good (not authorized, say) halts the consumer.
+// for good (not authorized, say) halts the consumer. An abort also waits
+// for every write sent in its transaction: one to a dead-letter or retry
+// topic deleted meanwhile ends once the consumer has created the topic
+// again (with DeadLetterConfig.DisableTopicCreation, once an operator has).
 //
 // What is counted in [Stats] includes the work of aborted transactions:
 // a record handled again after an abort is counted again.
@@ -602,16 +605,14 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		// the next transaction is written to it yet.
 		l.w.changed(l.src.Topic, l.tmpl.Topic, l.cur.err, l.cur)
 	}
-	if ferr == nil {
-		stuck = nil
-	}
-	// A letter the flush could not end, or whose topic changed, may be
-	// to a topic deleted meanwhile: franz-go retries a batch it sent
-	// until the topic is back, and no abort ends before it. The topics
-	// are made sure of now, and before each try of an unconfirmed abort:
-	// a recreated topic makes franz-go give the batch up.
-	topics := letterTopics(append(changed, stuck...))
-	ensureLetterTopics(ctx, topics)
+	// A letter the flush could not end may be to a topic deleted
+	// meanwhile: franz-go retries a batch it sent, unsure whether it was
+	// written, until the topic is back, and no abort ends before it. Its
+	// topic is checked now, and created again if it is missing, and so
+	// before each try of an unconfirmed abort: franz-go gives the batch
+	// up once it sees the new topic's id.
+	topics := letterTopics(stuck)
+	ensureLetterTopics(ctx, t.log, timeout, topics)
 
 	try := kgo.TryCommit
 	if why != nil {
@@ -724,7 +725,7 @@ func (t *txn) commit(ctx context.Context, cl *kgo.Client, timeout time.Duration)
 		t.log.Warn("transaction aborted: its records are handled again from the committed offsets", "records", settled, "why", why, "err", err)
 	}
 	if t.hooks != nil {
-		ev := TxnEvent{Committed: committed, Records: settled}
+		ev := TransactionEvent{Committed: committed, Records: settled}
 		if !committed {
 			ev.Err = why
 			if why == nil {
@@ -826,7 +827,7 @@ func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err err
 			// it. The next owner reads the group's offsets.
 			return errStopping
 		}
-		ensureLetterTopics(ctx, topics)
+		ensureLetterTopics(ctx, t.log, timeout, topics)
 		ectx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 		_, err = t.sess.End(ectx, kgo.TryAbort)
 		cancel()
@@ -855,13 +856,29 @@ func letterTopics(ls []*letter) []letterTopic {
 	return out
 }
 
-// ensureLetterTopics checks topics again and creates the missing ones
-// (dlqWriter.ensure); a failure is left to the next write or try.
-func ensureLetterTopics(ctx context.Context, topics []letterTopic) {
+// ensureLetterTopics checks the topics of letters a commit's flush could
+// not end, and creates the missing ones (dlqWriter.ensure), within
+// 2×timeout in all. A topic whose client must forget it (stale) is left to
+// the next write: forgetting it would fail the batch, and could leave the
+// transaction's partitions of it out of the abort. A failure is logged,
+// and the next try checks again.
+func ensureLetterTopics(ctx context.Context, log *slog.Logger, timeout time.Duration, topics []letterTopic) {
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*timeout)
+	defer cancel()
 	for _, lt := range topics {
-		lt.w.recheck(lt.source, lt.topic)
-		if n, err := lt.w.sourcePartitions(ctx, lt.source); err == nil {
-			_ = lt.w.ensure(ctx, lt.source, lt.topic, n)
+		if !lt.w.recheckStuck(lt.topic) {
+			continue
+		}
+		n, err := lt.w.sourcePartitions(ctx, lt.source)
+		if err == nil {
+			err = lt.w.ensure(ctx, lt.source, lt.topic, n)
+		}
+		if err != nil {
+			log.Warn("a letter of a transaction waits for its topic, which cannot be checked or created: the transaction cannot end before it",
+				"topic", lt.topic, "err", err)
 		}
 	}
 }
