@@ -755,11 +755,11 @@ func rssViolations(sc *Scenario, src []*kgo.Record, events []Event) []Violation 
 
 // judgeAccounts is account for the judge. In exactly-once mode a letter is
 // acknowledged inside a transaction that may still abort (and its record be
-// handled again), so a record counts as deleted by the fault only when that
-// transaction committed (the member's next transaction end after the
+// handled again), so a record counts as deleted by the fault only when
+// either that transaction committed and the acknowledgement came before
+// the deletion ended (the member's next transaction end after the
 // acknowledgement is a commit: txnCommitted; the topic may be deleted
-// before the commit, which Kafka does not refuse) and the acknowledgement
-// came before the deletion ended, or the group's offset
+// before the commit, which Kafka does not refuse), or the group's offset
 // was seen past it (committed in that transaction, or a later one) before
 // the deletion ended.
 func judgeAccounts(sc *Scenario, f *facts) *accounts {

@@ -667,10 +667,8 @@ func (w *dlqWriter) partitionsOf(topic string) int32 {
 // failed (the topic may have been deleted, or its limit raised).
 func (w *dlqWriter) recheck(source, topic string) {
 	w.mu.Lock()
-	if t := w.topics[topic]; t != nil && t.ready {
-		t.ready, t.err = false, nil
-	} else if t != nil && t.renewing {
-		t.recheckDue = true
+	if t := w.topics[topic]; t != nil {
+		t.unready()
 	}
 	delete(w.srcSize, source)
 	w.mu.Unlock()
@@ -690,16 +688,22 @@ func (w *dlqWriter) recheckStuck(topic string) bool {
 		w.mu.Unlock()
 		return false
 	}
-	if t.ready {
-		t.ready, t.err = false, nil
-	} else if t.renewing {
-		t.recheckDue = true
-	}
+	t.unready()
 	w.mu.Unlock()
 	if r := w.lastReady.Load(); r != nil && r.topic == topic {
 		w.lastReady.CompareAndSwap(r, nil)
 	}
 	return true
+}
+
+// unready makes the next ensure check t again; one under way (renewing)
+// checks it again when it ends. w.mu is held.
+func (t *dlqTopic) unready() {
+	if t.ready {
+		t.ready, t.err = false, nil
+	} else if t.renewing {
+		t.recheckDue = true
+	}
 }
 
 // changed is recheck after a write wr to topic failed with err

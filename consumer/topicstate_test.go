@@ -586,9 +586,16 @@ func testOutputCreatedAgain(t *testing.T, mode string) {
 // never gives up a batch it sent on an idempotent client, and an abort
 // waits for every batch: before, the transaction's abort was tried again
 // for as long as the consumer ran, and nothing was committed after it
-// (cluster seed 94500023 of the fault runs). kfake only: the request is
-// held while the topic is deleted.
+// (cluster seed 94500023 of the fault runs). With
+// DeadLetterConfig.DisableTopicCreation, the consumer says in its log that
+// the transaction waits for the topic, and goes on once an operator has
+// created it. kfake only: the request is held while the topic is deleted.
 func TestExactlyOnceDeadLetterDeletedInFlight(t *testing.T) {
+	t.Run("created by the consumer", func(t *testing.T) { testDeadLetterDeletedInFlight(t, false) })
+	t.Run("created by an operator", func(t *testing.T) { testDeadLetterDeletedInFlight(t, true) })
+}
+
+func testDeadLetterDeletedInFlight(t *testing.T, byOperator bool) {
 	c := kafkatest.New(t)
 	if c.Real() {
 		t.Skip("holds a produce request in kfake")
@@ -634,6 +641,7 @@ func TestExactlyOnceDeadLetterDeletedInFlight(t *testing.T) {
 	})
 	prod := manualProducer(t, c)
 	ends := &txnEnds{}
+	logs := &logBuffer{}
 	cons := stringConsumer(t, c, topic, func(ctx context.Context, r *consumer.Record[string, string]) error {
 		if strings.HasPrefix(r.Value, "bad") {
 			return failure.Permanent(errors.New("rejected"))
@@ -644,6 +652,10 @@ func TestExactlyOnceDeadLetterDeletedInFlight(t *testing.T) {
 		cfg.DeadLetter.WriteTimeout = 2 * time.Second // the commit's flush gives up after it
 		cfg.Hooks = ends
 		cfg.ClientOpts = append(cfg.ClientOpts, kgo.MetadataMaxAge(500*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+		if byOperator {
+			cfg.DeadLetter.DisableTopicCreation = true
+			cfg.Logger = logs.logger()
+		}
 	})
 	stop := runConsumer(t, cons)
 	kafkatest.Produce(t, prod, &kgo.Record{Topic: topic, Value: []byte("bad0")}, &kgo.Record{Topic: topic, Value: []byte("ok0")})
@@ -654,6 +666,21 @@ func TestExactlyOnceDeadLetterDeletedInFlight(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no letter was written to the dead-letter topic")
+	}
+	if byOperator {
+		kafkatest.WaitFor(t, 30*time.Second, "the log saying the transaction waits for the topic", func() bool {
+			return logs.has("a letter of a transaction waits for its topic")
+		})
+		ends.mu.Lock()
+		for _, ev := range ends.evs {
+			if ev.Committed {
+				t.Fatalf("a transaction (%+v) committed before the topic was created again", ev)
+			}
+		}
+		ends.mu.Unlock()
+		if _, err := adm.CreateTopic(ctx, 1, -1, nil, dlq); err != nil {
+			t.Fatalf("creating %s again: %v", dlq, err)
+		}
 	}
 	kafkatest.WaitFor(t, 90*time.Second, "the output of ok0 committed", func() bool { return committedHas(t, c, out, "ok0") })
 	if err := stop(); err != nil {

@@ -814,9 +814,9 @@ func unreachable(err error) bool {
 // confirms it, the error is fatal, or ctx ends (errStopping). franz-go aborts an
 // unconfirmed end by loading the producer id again, which fences whatever
 // is still open of it at the broker. Before each try, the topics of the
-// transaction's letters that may be gone are made sure of: an abort waits
-// for every batch sent, and one sent to a deleted topic ends only when the
-// topic is back.
+// letters the commit's flush could not end are checked, and created again
+// if missing (ensureLetterTopics): an abort waits for every batch sent, and
+// one sent to a deleted topic ends only when the topic is back.
 func (t *txn) abortUntilDone(ctx context.Context, timeout time.Duration, err error, topics []letterTopic) error {
 	for attempt := 1; ; attempt++ {
 		wait := min(time.Duration(attempt)*time.Second, 10*time.Second)
