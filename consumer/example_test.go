@@ -82,6 +82,7 @@ func ExampleConsumer_Skip() {
 		producer.ProduceSync(ctx, &kgo.Record{Topic: "payments", Value: []byte(v)})
 	}
 
+	paid := make(chan string, 2) // printed by this goroutine, in order with the rest
 	c, _ := consumer.New(consumer.Config[string, string]{
 		Brokers: cluster.ListenAddrs(),
 		Topics:  []string{"payments"},
@@ -91,7 +92,7 @@ func ExampleConsumer_Skip() {
 			if r.Value != "ok" && r.Value != "ok again" {
 				return failure.Transient(errors.New("bank unavailable"))
 			}
-			fmt.Println("paid:", r.Value)
+			paid <- r.Value
 			return nil
 		},
 		// Retry for as long as it takes, once a second.
@@ -102,6 +103,7 @@ func ExampleConsumer_Skip() {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- c.Run(runCtx) }()
+	fmt.Println("paid:", <-paid)
 	for len(c.Stats().Stuck) == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -109,6 +111,7 @@ func ExampleConsumer_Skip() {
 	fmt.Printf("stuck on %s/%d at offset %d (%s): %s\n", st.Topic, st.Partition, st.Offset, st.Reason, st.LastError)
 	fmt.Println("skip at offset 2:", c.Skip("payments", 0, 2))
 	fmt.Println("skip at offset 1:", c.Skip("payments", 0, 1))
+	fmt.Println("paid:", <-paid)
 	for c.Stats().Processed < 2 {
 		time.Sleep(10 * time.Millisecond)
 	}
