@@ -27,12 +27,14 @@ import (
 	"github.com/antidote-kafka/antidote/serde"
 )
 
-// keyed is a record of the ordered workload: its key's sequence number, and
-// how many times it fails.
+// keyed is a record of the ordered workload: its key's sequence number, how
+// many times it fails, and whether its key is free (no record of it fails,
+// so per-key order never holds it).
 type keyed struct {
 	ID    int    `json:"id"`
 	Seq   int    `json:"seq"`
 	Fails int    `json:"fails"`
+	Free  int    `json:"free"`
 	Pad   string `json:"pad"`
 }
 
@@ -51,6 +53,8 @@ type orderedSpec struct {
 // orderedResult is one run of the ordered workload.
 type orderedResult struct {
 	rate       float64       // records that never fail, per second, from the first call to the last of them
+	free       float64       // records of free keys, per second, from the first call to the last of them
+	orderTail  time.Duration // from the last free record to the last record that never fails
 	total      time.Duration // from the first call until every record succeeded
 	violations int64         // a record succeeded while an earlier one of its key had not
 	held       int64         // records that never fail found in the tiers (held behind a failing record of their key)
@@ -69,12 +73,13 @@ func runOrdered(brokers []string, s orderedSpec) error {
 	}
 	defer cl.Close()
 	topic := "rtbench-ordered-" + time.Now().Format("150405")
-	failing, failWrites, err := fillOrdered(cl, topic, s)
+	failing, failWrites, chain, err := fillOrdered(cl, topic, s)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("%d records of %d keys (~200 B, %d partitions); %d fail transiently 1-3 times (%.1f%%), %d times in all\n",
 		s.records, s.keys, s.parts, failing, 100*s.share, failWrites)
+	fmt.Printf("the longest chain of one key's retry delays is %v: in order, that key's last record cannot succeed sooner after its first failure\n", chain)
 	fmt.Printf("tiers %v; per-key order checked on every side\n", s.tiers)
 	wantSpring := s.sides["spring"] || s.sides["spring-noseek"]
 	var peer *spring
@@ -116,7 +121,8 @@ func runOrdered(brokers []string, s orderedSpec) error {
 				return fmt.Errorf("round %d, %s: %w", r, sd.name, err)
 			}
 			res[sd.name] = append(res[sd.name], o)
-			fmt.Printf("round %d  %-14s %9.0f good records/s  all done in %-8v %6d order violations", r, sd.name, o.rate, o.total.Round(time.Millisecond), o.violations)
+			fmt.Printf("round %d  %-14s %9.0f good records/s  %9.0f of free keys  order tail %-8v all done in %-8v %6d order violations",
+				r, sd.name, o.rate, o.free, o.orderTail.Round(time.Millisecond), o.total.Round(time.Millisecond), o.violations)
 			if sd.name == "antidote" {
 				fmt.Printf("  %d held, %d tier writes (%.2f per held record)", o.held, o.writes, perHeld(o))
 			}
@@ -127,26 +133,29 @@ func runOrdered(brokers []string, s orderedSpec) error {
 		}
 	}
 	fmt.Println()
-	fmt.Printf("%-14s %22s %22s %12s\n", "side", "good rec/s: median (min-max)", "all done: median", "violations")
+	fmt.Printf("%-14s %28s %28s %16s %16s %10s\n", "side", "good rec/s: median (min-max)", "free-key rec/s: median", "order tail", "all done", "violations")
 	for _, sd := range sides {
 		rates, totals := pluck(res[sd.name], func(o orderedResult) float64 { return o.rate }), pluck(res[sd.name], func(o orderedResult) float64 { return o.total.Seconds() })
+		free, tails := pluck(res[sd.name], func(o orderedResult) float64 { return o.free }), pluck(res[sd.name], func(o orderedResult) float64 { return o.orderTail.Seconds() })
 		var v int64
 		for _, o := range res[sd.name] {
 			v += o.violations
 		}
-		fmt.Printf("%-14s %9.0f (%.0f-%.0f) %18.2fs %12d\n", sd.name, median(rates), slices.Min(rates), slices.Max(rates), median(totals), v)
+		fmt.Printf("%-14s %12.0f (%6.0f-%6.0f) %12.0f (%6.0f-%6.0f) %15.2fs %15.2fs %10d\n", sd.name, median(rates), slices.Min(rates), slices.Max(rates),
+			median(free), slices.Min(free), slices.Max(free), median(tails), median(totals), v)
 	}
 	for _, other := range []string{"spring", "spring-noseek"} {
 		if len(res[other]) == 0 || len(res["antidote"]) == 0 {
 			continue
 		}
-		var rate, done []float64
+		var rate, free, done []float64
 		for i, o := range res["antidote"] {
 			rate = append(rate, o.rate/res[other][i].rate)
+			free = append(free, o.free/res[other][i].free)
 			done = append(done, res[other][i].total.Seconds()/o.total.Seconds())
 		}
-		fmt.Printf("antidote / %-14s good rec/s %.2f (%.2f-%.2f); done %.2fx sooner (%.2f-%.2f)\n", other,
-			median(rate), slices.Min(rate), slices.Max(rate), median(done), slices.Min(done), slices.Max(done))
+		fmt.Printf("antidote / %-14s good rec/s %.2f (%.2f-%.2f); free-key rec/s %.2f (%.2f-%.2f); done %.2fx sooner (%.2f-%.2f)\n", other,
+			median(rate), slices.Min(rate), slices.Max(rate), median(free), slices.Min(free), slices.Max(free), median(done), slices.Min(done), slices.Max(done))
 	}
 	var writes []float64
 	for _, o := range res["antidote"] {
@@ -177,9 +186,11 @@ func pluck(os []orderedResult, f func(orderedResult) float64) []float64 {
 }
 
 // fillOrdered creates topic and writes the workload to it. It returns the
-// failing records and the sum of their failures: the tier writes they make
-// themselves.
-func fillOrdered(cl *kgo.Client, topic string, s orderedSpec) (failing int, failWrites int64, err error) {
+// failing records, the sum of their failures (the tier writes they make
+// themselves), and the longest chain of one key's retry delays: the sum of
+// the delays of all the failures of its records, which per-key order runs
+// one after another.
+func fillOrdered(cl *kgo.Client, topic string, s orderedSpec) (failing int, failWrites int64, chain time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	resp, err := kadm.NewClient(cl).CreateTopic(ctx, s.parts, -1, nil, topic)
@@ -187,21 +198,33 @@ func fillOrdered(cl *kgo.Client, topic string, s orderedSpec) (failing int, fail
 		err = resp.Err
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("create %s: %w", topic, err)
+		return 0, 0, 0, fmt.Errorf("create %s: %w", topic, err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	pad := strings.Repeat("x", 160)
 	seq := make([]int, s.keys)
-	var wg sync.WaitGroup
-	var perr atomic.Value
-	for i := 0; i < s.records; i++ {
+	recs, keyOf := make([]keyed, s.records), make([]int, s.records)
+	failingKey, chains := make([]bool, s.keys), make([]time.Duration, s.keys)
+	for i := range recs {
 		k := rng.IntN(s.keys)
-		o := keyed{ID: i, Seq: seq[k], Pad: pad}
+		recs[i], keyOf[i] = keyed{ID: i, Seq: seq[k], Pad: pad}, k
 		seq[k]++
 		if rng.Float64() < s.share {
-			o.Fails = 1 + rng.IntN(3)
+			recs[i].Fails = 1 + rng.IntN(3)
+			failingKey[k] = true
 			failing++
-			failWrites += int64(o.Fails)
+			failWrites += int64(recs[i].Fails)
+			for _, d := range s.tiers[:min(recs[i].Fails, len(s.tiers))] {
+				chains[k] += d
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	var perr atomic.Value
+	for i, o := range recs {
+		k := keyOf[i]
+		if !failingKey[k] {
+			o.Free = 1
 		}
 		v, _ := json.Marshal(o)
 		wg.Add(1)
@@ -214,9 +237,9 @@ func fillOrdered(cl *kgo.Client, topic string, s orderedSpec) (failing int, fail
 	}
 	wg.Wait()
 	if err, _ := perr.Load().(error); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return failing, failWrites, nil
+	return failing, failWrites, slices.Max(chains), nil
 }
 
 // keyOrder is what succeeded of one key: the next sequence number due, and
@@ -256,8 +279,8 @@ func (c *orderCheck) done(key string, seq int) {
 // every record succeeded.
 func consumeOrdered(brokers []string, topic string, s orderedSpec) (orderedResult, error) {
 	group := fmt.Sprintf("rtbench-ordered-%d", time.Now().UnixNano())
-	var done, good, dups atomic.Int64
-	var first, lastGood, last atomic.Int64
+	var done, good, free, dups atomic.Int64
+	var first, lastGood, lastFree, last atomic.Int64
 	check := &orderCheck{keys: map[string]*keyOrder{}}
 	var seen sync.Map
 	finished := make(chan struct{})
@@ -279,6 +302,10 @@ func consumeOrdered(brokers []string, topic string, s orderedSpec) (orderedResul
 			if r.Value.Fails == 0 {
 				good.Add(1)
 				storeMax(&lastGood, now)
+			}
+			if r.Value.Free == 1 {
+				free.Add(1)
+				storeMax(&lastFree, now)
 			}
 			storeMax(&last, now)
 			if done.Add(1) == int64(s.records) {
@@ -314,9 +341,10 @@ func consumeOrdered(brokers []string, topic string, s orderedSpec) (orderedResul
 	if err != nil {
 		return orderedResult{}, err
 	}
-	window := time.Duration(lastGood.Load() - first.Load())
+	window, freeWindow := time.Duration(lastGood.Load()-first.Load()), time.Duration(lastFree.Load()-first.Load())
 	return orderedResult{
 		rate: float64(good.Load()) / window.Seconds(), total: time.Duration(last.Load() - first.Load()),
+		free: float64(free.Load()) / freeWindow.Seconds(), orderTail: time.Duration(lastGood.Load() - lastFree.Load()),
 		violations: check.violations, held: held, writes: writes, duplicates: dups.Load(),
 	}, nil
 }
@@ -404,6 +432,8 @@ func (p *spring) run(brokers []string, topic string, s orderedSpec, seekAfterErr
 	}
 	var j struct {
 		Rate       float64 `json:"rate"`
+		FreeRate   float64 `json:"free_rate"`
+		TailNs     int64   `json:"order_tail_ns"`
 		TotalNs    int64   `json:"total_ns"`
 		Done       int     `json:"done"`
 		Violations int64   `json:"violations"`
@@ -415,5 +445,5 @@ func (p *spring) run(brokers []string, topic string, s orderedSpec, seekAfterErr
 	if j.Done != s.records {
 		return orderedResult{}, fmt.Errorf("spring: %d of %d records succeeded", j.Done, s.records)
 	}
-	return orderedResult{rate: j.Rate, total: time.Duration(j.TotalNs), violations: j.Violations, duplicates: j.Duplicates}, nil
+	return orderedResult{rate: j.Rate, free: j.FreeRate, orderTail: time.Duration(j.TailNs), total: time.Duration(j.TotalNs), violations: j.Violations, duplicates: j.Duplicates}, nil
 }

@@ -42,8 +42,10 @@ import org.springframework.util.backoff.BackOffExecution;
  * Antidote side, one listener container per partition. Each record's value says how many times
  * it fails; a failure goes to the next retry topic. The handler checks per-key order: a record
  * that succeeds while an earlier record of its key has not is a violation. Prints one line of
- * JSON: the records that never fail per second, from the first handler call to the last of them,
- * the time until every record succeeded, and the violations.
+ * JSON: the records that never fail per second, from the first handler call to the last of them;
+ * the same for the records of free keys (no record of the key fails); the time from the last of
+ * those to the last record that never fails; the time until every record succeeded; and the
+ * violations.
  *
  * <p>Arguments: brokers topic records partitions delaysMs(comma-separated) seekAfterError(true|false)
  * suffix timeoutSeconds
@@ -58,6 +60,8 @@ public final class SpringRetryBench {
 
   static final AtomicLong first = new AtomicLong();
   static final AtomicLong lastGood = new AtomicLong();
+  static final AtomicLong lastFree = new AtomicLong();
+  static final AtomicLong free = new AtomicLong();
   static final AtomicLong last = new AtomicLong();
   static final AtomicLong good = new AtomicLong();
   static final AtomicLong done = new AtomicLong();
@@ -96,11 +100,12 @@ public final class SpringRetryBench {
         System.exit(1);
       }
       long window = lastGood.get() - first.get();
+      long freeWindow = lastFree.get() - first.get();
       System.out.printf(
           Locale.ROOT,
-          "{\"rate\":%.1f,\"window_ns\":%d,\"total_ns\":%d,\"good\":%d,\"done\":%d,\"violations\":%d,\"duplicates\":%d}%n",
-          good.get() / (window / 1e9), window, last.get() - first.get(), good.get(), done.get(),
-          violations.get(), duplicates.get());
+          "{\"rate\":%.1f,\"free_rate\":%.1f,\"order_tail_ns\":%d,\"window_ns\":%d,\"total_ns\":%d,\"good\":%d,\"done\":%d,\"violations\":%d,\"duplicates\":%d}%n",
+          good.get() / (window / 1e9), free.get() / (freeWindow / 1e9), lastGood.get() - lastFree.get(),
+          window, last.get() - first.get(), good.get(), done.get(), violations.get(), duplicates.get());
       System.out.flush();
     }
     System.exit(0);
@@ -201,6 +206,7 @@ public final class SpringRetryBench {
       int id = field(v, "\"id\":");
       int seq = field(v, "\"seq\":");
       int fails = field(v, "\"fails\":");
+      int isFree = field(v, "\"free\":");
       if (attempts.computeIfAbsent(id, k -> new AtomicInteger()).incrementAndGet() <= fails) {
         throw new IllegalStateException("flaky dependency");
       }
@@ -224,6 +230,10 @@ public final class SpringRetryBench {
       if (fails == 0) {
         good.incrementAndGet();
         lastGood.accumulateAndGet(now, Math::max);
+      }
+      if (isFree == 1) {
+        free.incrementAndGet();
+        lastFree.accumulateAndGet(now, Math::max);
       }
       last.accumulateAndGet(now, Math::max);
       done.incrementAndGet();
