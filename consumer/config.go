@@ -246,21 +246,29 @@ func (u Unwritable) String() string {
 // bound. When its records are the last of its broker's fetch, no poll drops
 // nothing (a broker keeps the order of a fetch session's partitions while
 // they all have data, so a partition last once stays last; one alone on its
-// broker always is): the consumer then stops polling, leaving that last
-// record in the client, until the partition is back under half of its
-// bound or the member's other flowing partitions have no records left. In
-// the second case it pauses the partition, dropping that one record, whose
-// batch is fetched again on resume. (With several brokers, a partition
-// given two more fetches with no such poll is treated the same, and what
-// its broker's fetch brought it meanwhile is dropped.) So a full partition
-// slows the others only while they have work, and the member's only
-// partition never drops a record. A partition retrying a record (or paused
+// broker always is). The consumer then pauses another partition of that
+// broker for one fetch, which takes it out of the broker's fetch session;
+// resumed, it comes back last, after the full partition, which is then
+// paused with nothing dropped. The full partition takes its part of up to
+// three more fetches meanwhile, and the other misses one or two. When that cannot
+// be done (no other partition of the broker flows, or the other had no
+// records to return), the consumer stops polling, leaving that last record
+// in the client, until the partition is back under half of its bound or the
+// member's other flowing partitions have no records left. In the second
+// case it tries again, or pauses the partition, dropping that one record,
+// whose batch is fetched again on resume. (With several brokers, a
+// partition given two more fetches with no such poll is treated the same,
+// and what its broker's fetch brought it meanwhile is dropped.) So a full
+// partition slows the others only while they have work, and a partition
+// that no other flowing partition waits for (the member's only one, or the
+// others paused) never drops a record. A partition retrying a record (or paused
 // by an operator) has its fetching paused too, and a partition paused while
 // full, for any reason, stays paused until back under half of its bound. A
 // paused partition keeps what it holds and counts toward neither bound, so
 // stuck or full partitions do not hold the others back. A partition holds
-// at most its own bound plus two fetches of it on one broker (with several,
-// a poll round may bring it two, and six in all); what the consumer holds
+// at most its own bound plus five fetches of it on one broker (two, and up
+// to three more in a rotation; with several brokers, a poll round may bring
+// it two, and six in all); what the consumer holds
 // is at most the total plus one fetch per broker, plus what the paused
 // partitions hold, plus up to Concurrency.AheadBytes (16 MiB by default) for
 // each retry tier partition. A retry tier's partition with per-key order counts only

@@ -45,6 +45,7 @@ type Consumer[K, V any] struct {
 	// Only the poll goroutine uses them.
 	wantPause map[tp]*partition[K, V]
 	round     uint64
+	rot       *rotation[K, V] // the rotation under way, if any (pollRound)
 	flood     flood
 	attempts  attempts
 	tiers     *tiers // nil without retry topics
@@ -704,7 +705,7 @@ func (c *Consumer[K, V]) assign(m map[string][]int32, on bool) {
 	n := len(c.mine)
 	c.mu.Unlock()
 	c.assigned.Store(int64(n)) // a partition assigned twice counts once
-	c.budget.setOthers(n > 1)
+	c.budget.setAssigned(n)
 	if c.hooks == nil || len(m) == 0 {
 		return
 	}

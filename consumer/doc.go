@@ -124,10 +124,12 @@
 // dead-lettered with the letter not yet acknowledged; and in total for the flowing
 // partitions. The total is kept by not polling, which drops nothing; a
 // partition that holds its own bound has its fetching paused where franz-go
-// drops nothing by it, while the others keep flowing, or, when no poll
-// drops nothing, holds back the poll loop until the member's other
-// partitions have no records left and is then paused with its one record
-// in the client, whose batch is fetched again; a paused partition (stuck on
+// drops nothing by it, while the others keep flowing; when its records are
+// the last of its broker's fetch, another partition of that broker is first
+// moved after it in the broker's fetch session. When that fails, it holds
+// back the poll loop until the member's other flowing partitions have no
+// records left and is then paused with its one record in the client, whose
+// batch is fetched again; a paused partition (stuck on
 // a record, full, or paused by an operator) leaves the total. Each poll takes all the client has fetched, so
 // the bounds are exceeded by at most one fetch per broker (see
 // [BufferLimits]).

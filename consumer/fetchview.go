@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -22,9 +23,18 @@ import (
 // poll goroutine (unbuffered, once a poll has taken records; records
 // dropped by a pause or a rebalance, on a goroutine of the client's).
 type fetchView struct {
-	mu    sync.Mutex                        // serialises adding a partition
-	parts atomic.Pointer[map[tp]*fetchStat] // copied on write
-	last  atomic.Pointer[fetchStat]         // the last looked up: a fetch's records come by partition
+	mu      sync.Mutex                              // serialises adding a partition or a broker
+	parts   atomic.Pointer[map[tp]*fetchStat]       // copied on write
+	last    atomic.Pointer[fetchStat]               // the last looked up: a fetch's records come by partition
+	fetches atomic.Pointer[map[int32]*atomic.Int64] // fetch responses read, by broker; copied on write
+	watch   atomic.Pointer[fetchWatch]              // the poll goroutine's wait for a broker's next fetch response
+}
+
+// fetchWatch ends a poll's wait (stop) once a fetch response is read
+// from broker.
+type fetchWatch struct {
+	broker int32
+	stop   context.CancelFunc
 }
 
 type fetchStat struct {
@@ -32,13 +42,58 @@ type fetchStat struct {
 	part   int32
 	held   atomic.Int64 // records in the client
 	broker atomic.Int32 // the broker it was last fetched from
+	fed    atomic.Int64 // its broker's fetch responses read when it last got records (fetchView.fetched)
 }
 
 var (
 	_ kgo.HookFetchBatchRead        = (*fetchView)(nil)
 	_ kgo.HookFetchRecordBuffered   = (*fetchView)(nil)
 	_ kgo.HookFetchRecordUnbuffered = (*fetchView)(nil)
+	_ kgo.HookBrokerRead            = (*fetchView)(nil)
 )
+
+// OnBrokerRead counts the fetch responses read from each broker; it runs
+// before the response's batches are read.
+func (v *fetchView) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == fetchKey {
+		v.fetchCount(meta.NodeID).Add(1)
+		if w := v.watch.Load(); w != nil && w.broker == meta.NodeID {
+			w.stop()
+		}
+	}
+}
+
+// fetchKey is the Fetch request's key.
+const fetchKey = 1
+
+func (v *fetchView) fetchCount(broker int32) *atomic.Int64 {
+	if m := v.fetches.Load(); m != nil {
+		if n := (*m)[broker]; n != nil {
+			return n
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := v.fetches.Load()
+	if old != nil {
+		if n := (*old)[broker]; n != nil {
+			return n
+		}
+	}
+	m := make(map[int32]*atomic.Int64)
+	if old != nil {
+		for k, n := range *old {
+			m[k] = n
+		}
+	}
+	n := new(atomic.Int64)
+	m[broker] = n
+	v.fetches.Store(&m)
+	return n
+}
+
+// fetched returns the fetch responses read from broker.
+func (v *fetchView) fetched(broker int32) int64 { return v.fetchCount(broker).Load() }
 
 // stat returns the partition's figures. It costs a few nanoseconds for the
 // records of the partition looked up last, which is most of them.
@@ -81,8 +136,12 @@ func (v *fetchView) add(topic string, part int32) *fetchStat {
 
 // OnFetchBatchRead notes the partition's broker; it runs before the
 // batch's records are buffered.
-func (v *fetchView) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, part int32, _ kgo.FetchBatchMetrics) {
-	v.stat(topic, part).broker.Store(meta.NodeID)
+func (v *fetchView) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, part int32, m kgo.FetchBatchMetrics) {
+	s := v.stat(topic, part)
+	s.broker.Store(meta.NodeID)
+	if m.NumRecords > 0 {
+		s.fed.Store(v.fetched(meta.NodeID))
+	}
 }
 
 // OnFetchRecordBuffered runs before the fetch can be polled.
@@ -128,19 +187,24 @@ func (v *fetchView) brokerHolds(topic string, part int32) bool {
 // record is the last (its records are the last of its broker's fetch: a
 // broker keeps the order of a fetch session's partitions while they all
 // have data, and a partition alone on its broker is always last) cannot be
-// paused without dropping it: the round leaves that record in the client,
-// and the partition holds back the poll loop (flow.holdBack), as one given
-// two more fetches with no such poll does (several brokers), until it is
-// back under half of its bound, or until the member's other flowing
-// partitions have no records left (budget.dry). Then the next round first
-// pauses it, dropping what the client holds of it (the one record, whose
-// batch is fetched again on resume; with several brokers, what its
-// broker's fetch brought meanwhile). So a full partition slows the others
-// only while they have work, and the member's only partition never drops a
+// paused without dropping it: the round starts a rotation (see rotation),
+// which moves another partition of that broker after it, and lets the
+// fetches go on. When none can be made, or it failed, the round leaves
+// that record in the client, and the partition holds back the poll loop
+// (flow.holdBack), as one given two more fetches with no such poll does
+// (several brokers), until it is back under half of its bound, or until
+// the member's other flowing partitions have no records left (budget.dry).
+// Then the next round tries a rotation, or else pauses it, dropping what
+// the client holds of it (the one record, whose batch is fetched again on
+// resume; with several brokers, what its broker's fetch brought
+// meanwhile). So a full partition slows the others only while they have
+// work, and a partition no other flowing partition waits for never drops a
 // record. It runs on the poll goroutine, which alone pauses for this
-// reason. It returns the last poll's fetches.
+// reason and owns the rotation. It returns the last poll's fetches.
 func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) kgo.Fetches {
 	c.round++
+	ctx, done := c.rotationWait(ctx)
+	defer done()
 	if len(c.wantPause) == 0 {
 		fs := c.cl.PollFetches(ctx)
 		each(fs)
@@ -151,8 +215,14 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 		// back the poll loop, before a poll feeds them more.
 		for k, p := range c.wantPause {
 			if _, blocking := p.wantsStop(); blocking {
+				if c.rotateFor(k, p) {
+					continue // it goes on, no longer holding back the poll loop
+				}
+				c.log.Debug("pausing a full partition whose record is the last of its broker's fetch: it is fetched again on resume",
+					"topic", k.topic, "partition", k.partition)
 				p.pauseFull()
 				delete(c.wantPause, k)
+				c.endRotation(k)
 			}
 		}
 	}
@@ -172,16 +242,22 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 		}
 	}
 	last, hold := c.cl.BufferedFetchRecords() == 1, false
+	c.advanceRotation()
 	for k, p := range c.wantPause {
 		want, _ := p.wantsStop()
 		held := c.view.held(k.topic, k.partition)
 		switch {
 		case !want: // under its bound, revoked, or paused for another reason
 			delete(c.wantPause, k)
+			c.endRotation(k)
 		case held == 0 && c.view.brokerHolds(k.topic, k.partition): // drops nothing
 			p.pauseFull()
 			delete(c.wantPause, k)
+			c.endRotation(k)
 		case held == 1 && last:
+			if c.rotateFor(k, p) {
+				continue // its broker's next fetches go out
+			}
 			p.holdBack()
 			hold = true
 		}
@@ -197,4 +273,163 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 	fs = c.cl.PollFetches(ctx)
 	each(fs)
 	return fs
+}
+
+// rotation moves a partition to the end of its broker's fetch session, so
+// that a full partition whose records are the last of that broker's fetch
+// can be paused without a record fetched twice. A broker lists a fetch
+// session's partitions in the order they joined it (each one that returns
+// records moves to the end, so that those that keep returning records keep
+// their order), and franz-go takes a paused partition out of the session
+// (ForgottenTopics). So the poll goroutine pauses another partition of that
+// broker (q) whose records it has all taken, which drops nothing while the
+// broker's fetch is not fully polled; lets that fetch be polled (the full
+// partition takes its last record) and the next one go out without q;
+// resumes q once that one is read: the fetch after it lists q again, last,
+// after the full partition. That fetch's records of the full partition
+// are then all taken while q's last record holds the broker's fetch, and
+// the full partition is paused (pollRound). While q is paused, a poll
+// waits only until the broker's next fetch response is read
+// (rotationWait): q may be the only partition with records left. The full
+// partition is given up to three more fetches meanwhile (the one without
+// q, perhaps one more sent before q was resumed, and the one with q at the
+// end), and q misses one or two. When the fetch that lists q again leaves
+// the full partition last (q had no records to return), the rotation
+// failed: the full partition holds back the poll loop as before, until it
+// is back under half of its bound or the others have no records left. One
+// rotation is under way at a time, one each time a partition fills; when
+// none could be started, it is tried again once the others have no
+// records left. Only the poll goroutine reads or changes it.
+type rotation[K, V any] struct {
+	full    tp
+	p, q    *partition[K, V] // the full partition, and the one paused for a fetch
+	broker  int32
+	at      int64 // the broker's fetch responses read when q was paused
+	resumed int64 // ... when q was resumed; 0 before
+	qStat   *fetchStat
+	failed  bool
+}
+
+// qFed reports whether q got records in a fetch read after its resume.
+func (r *rotation[K, V]) qFed() bool { return r.qStat.fed.Load() > r.resumed }
+
+// rotateFor reports whether a rotation is under way for the full partition
+// p at k, whose record is the last the client holds, starting one if it
+// can: the poll round then lets its broker's fetch be fully polled.
+func (c *Consumer[K, V]) rotateFor(k tp, p *partition[K, V]) bool {
+	if r := c.rot; r != nil {
+		if r.full != k {
+			return false // one at a time
+		}
+		if r.p != p {
+			c.endRotation(k) // of a partition revoked since
+			return c.rotateFor(k, p)
+		}
+		if r.failed {
+			return false
+		}
+		if n := c.view.fetched(r.broker); r.resumed == 0 || n <= r.resumed || n == r.resumed+1 && !r.qFed() {
+			// Under way: the fetch that lists q again is not read yet
+			// (one read after the resume may have been sent before it).
+			return true
+		}
+		r.failed = true // the fetch listing q again did not put it last
+		c.log.Debug("a full partition is still the last of its broker's fetch after a rotation", "topic", k.topic, "partition", k.partition)
+		p.setRotating(false)
+		return false
+	}
+	q, b := c.rotationPeer(k)
+	if q == nil {
+		c.log.Debug("a full partition is the last of its broker's fetch, and no other of that broker can go after it",
+			"topic", k.topic, "partition", k.partition)
+		return false
+	}
+	q.setRotate(true)
+	p.setRotating(true)
+	c.rot = &rotation[K, V]{full: k, p: p, q: q, broker: b, at: c.view.fetched(b), qStat: c.view.stat(q.topic, q.part)}
+	return true
+}
+
+// rotationPeer returns a partition of the broker of the full partition at
+// k that the poll goroutine may pause for a rotation without a drop: it
+// flows, under its bound, and none of its records is in the client. One
+// that had records in the broker's last fetch comes first: it is likelier
+// to have more, and only a partition with records goes after the full one
+// in a fetch.
+func (c *Consumer[K, V]) rotationPeer(k tp) (*partition[K, V], int32) {
+	b := c.view.stat(k.topic, k.partition).broker.Load()
+	n := c.view.fetched(b)
+	m := c.view.parts.Load()
+	if m == nil {
+		return nil, 0
+	}
+	var other *partition[K, V]
+	for key, s := range *m {
+		if key == k || s.broker.Load() != b || s.held.Load() != 0 {
+			continue
+		}
+		if _, full := c.wantPause[key]; full {
+			continue
+		}
+		c.mu.Lock()
+		q := c.parts[key]
+		c.mu.Unlock()
+		if q == nil || !q.rotatable() {
+			continue
+		}
+		if s.fed.Load() == n {
+			return q, b
+		}
+		other = q
+	}
+	return other, b
+}
+
+// rotationWait returns the context of a poll round: while the partition
+// of a rotation is paused, its poll waits only until the next fetch
+// response from the rotation's broker is read, so that the round can
+// resume the partition: it may be the only one with records left, and no
+// fetch would bring any until it is resumed. done ends the wait.
+func (c *Consumer[K, V]) rotationWait(ctx context.Context) (_ context.Context, done func()) {
+	c.advanceRotation()
+	r := c.rot
+	if r == nil || r.resumed != 0 {
+		return ctx, func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	c.view.watch.Store(&fetchWatch{broker: r.broker, stop: cancel})
+	if c.view.fetched(r.broker) > r.at {
+		cancel() // read before the watch was set
+	}
+	return wctx, func() {
+		c.view.watch.Store(nil)
+		cancel()
+	}
+}
+
+// advanceRotation resumes the paused partition of the rotation under way
+// once a fetch sent without it was read: its broker has taken it out of
+// the fetch session.
+func (c *Consumer[K, V]) advanceRotation() {
+	r := c.rot
+	if r == nil || r.resumed != 0 {
+		return
+	}
+	if n := c.view.fetched(r.broker); n > r.at {
+		r.q.setRotate(false)
+		r.resumed = n
+	}
+}
+
+// endRotation ends the rotation of the full partition at k, if any.
+func (c *Consumer[K, V]) endRotation(k tp) {
+	r := c.rot
+	if r == nil || r.full != k {
+		return
+	}
+	if r.resumed == 0 {
+		r.q.setRotate(false)
+	}
+	r.p.setRotating(false)
+	c.rot = nil
 }

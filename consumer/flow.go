@@ -28,14 +28,19 @@ import (
 //     the first poll where that drops nothing (pollRound); the others keep
 //     flowing. It is resumed once back under half of its bound. When its
 //     record is the last the client holds (its records are the last of its
-//     broker's fetch), or it was given two more fetches with no such poll,
-//     the poll loop waits (leaving that record in the client) until it is
-//     back under half of its bound, or until the member's other flowing
-//     partitions have no records left: then it is paused, and what the
-//     client holds of it (the one record) is dropped and fetched again on
-//     resume. The member's only partition never drops a record. A
-//     partition paused while full, for any reason, stays paused until back
-//     under half of its bound.
+//     broker's fetch), the poll goroutine moves another partition of that
+//     broker after it in the broker's fetch session (a rotation, pollRound),
+//     and pauses it once its records are no longer last. When no rotation
+//     can be made or it fails, or it was given two more fetches with no
+//     such poll (several brokers), the poll loop waits (leaving that record
+//     in the client) until it is back under half of its bound, or until the
+//     member's other flowing partitions have no records left: then it tries
+//     a rotation again, or else is paused, and what the client holds of it
+//     (the one record) is dropped and fetched again on resume. A partition
+//     that no other flowing partition waits for (the member's only one, or
+//     the others paused) never drops a record. A partition paused while
+//     full, for any reason, stays paused until back under half of its
+//     bound.
 //   - When all flowing partitions together hold the total, the poll loop
 //     waits until a quarter of it is free.
 //   - A partition paused (stuck on a record: retrying it, waiting for its
@@ -60,26 +65,31 @@ type budget struct {
 	maxRecords int
 	maxBytes   int64
 
-	mu      sync.Mutex
-	records int
-	bytes   int64
-	full    int           // flowing partitions that hold their own bound and hold back the poll loop
-	blocked int           // the records they hold, counted in records too
-	others  bool          // the member has other partitions than one (setOthers)
-	freed   chan struct{} // closed when the budget drops under its bounds; nil when nobody waits
+	mu       sync.Mutex
+	records  int
+	bytes    int64
+	full     int           // flowing partitions that hold their own bound and hold back the poll loop
+	blocked  int           // the records they hold, counted in records too
+	assigned int           // the member's partitions (setAssigned)
+	paused   int           // partitions whose fetching is paused for a reason (setPaused)
+	freed    chan struct{} // closed when the budget drops under its bounds; nil when nobody waits
 }
 
 // overLocked reports whether the poll loop waits: the flowing partitions
 // hold the total, or one holds its own bound and holds back the poll loop
-// while the others still have records, or while it is the member's only
-// partition (once the others have none left, the loop polls, and the round
-// first pauses the full partitions: pollRound).
+// while the others still have records, or while no other flows (once the
+// others have none left, the loop polls, and the round first moves the full
+// partitions on or pauses them: pollRound).
 func (b *budget) overLocked() bool {
 	return b.full > 0 && !b.dryLocked() || b.records >= b.maxRecords || b.bytes >= b.maxBytes
 }
 
+// dryLocked reports whether the member has flowing partitions other than
+// the full ones that hold back the poll loop, and none of them has records
+// left. With none (the member's only partition, or the others paused), the
+// full ones wait: a drop would help nobody.
 func (b *budget) dryLocked() bool {
-	return b.others && b.records <= b.blocked
+	return b.assigned-b.paused-b.full > 0 && b.records <= b.blocked
 }
 
 // roomLocked reports whether a waiting poll loop should wake: the bound is
@@ -98,16 +108,34 @@ func (b *budget) dry() bool {
 	return b.full > 0 && b.dryLocked()
 }
 
-// setOthers notes whether the member has partitions other than one: a
-// partition alone gains nothing by a pause that drops a record.
-func (b *budget) setOthers(on bool) {
+// setAssigned notes the member's partitions: a partition that no other
+// flowing partition waits for gains nothing by a pause that drops a record.
+func (b *budget) setAssigned(n int) {
 	b.mu.Lock()
-	b.others = on
+	b.assigned = n
+	b.wakeLocked()
+	b.mu.Unlock()
+}
+
+// setPaused counts a partition whose fetching is paused for a reason (on),
+// or no longer.
+func (b *budget) setPaused(on bool) {
+	b.mu.Lock()
+	if on {
+		b.paused++
+	} else {
+		b.paused--
+	}
+	b.wakeLocked()
+	b.mu.Unlock()
+}
+
+// wakeLocked wakes a waiting poll loop when there is room.
+func (b *budget) wakeLocked() {
 	if b.freed != nil && b.roomLocked() {
 		close(b.freed)
 		b.freed = nil
 	}
-	b.mu.Unlock()
 }
 
 // add changes the total by n records and sz bytes (negative to release),
@@ -119,10 +147,7 @@ func (b *budget) add(n int, sz int64, blocking bool) {
 	if blocking {
 		b.blocked += n
 	}
-	if b.freed != nil && b.roomLocked() {
-		close(b.freed)
-		b.freed = nil
-	}
+	b.wakeLocked()
 	b.mu.Unlock()
 }
 
@@ -138,10 +163,7 @@ func (b *budget) setFull(on bool, n int) {
 		b.full--
 		b.blocked -= n
 	}
-	if b.freed != nil && b.roomLocked() {
-		close(b.freed)
-		b.freed = nil
-	}
+	b.wakeLocked()
 	b.mu.Unlock()
 }
 
@@ -191,6 +213,9 @@ type flow struct {
 	operator bool                // paused by an operator (Consumer.Pause)
 	waiting  map[PauseReason]int // records waiting for a retry tier, by reason (PauseDue, PauseParked)
 	paused   PauseReason         // why fetching is paused by us; "" while it flows
+	rotate   bool                // flowing, but its fetching is paused for one fetch: a rotation (pollRound)
+	rotating bool                // full, and a rotation is under way for it: its fetches meanwhile do not hold back the poll loop
+	off      bool                // its fetching is paused in the client: paused, or rotate
 	stopped  bool                // the partition was revoked or the consumer stops
 	hooks    Hooks
 }
@@ -246,6 +271,29 @@ func (f *flow) pauseFull() {
 		return
 	}
 	f.fullStop = true
+	f.update()
+}
+
+// rotatable reports whether the partition may be paused for one fetch so
+// that its broker's fetch session lists it again, last: it flows, under
+// its bound, and is not in a rotation already (pollRound).
+func (f *flow) rotatable() bool {
+	return !f.stopped && f.paused == "" && !f.full && !f.off
+}
+
+// setRotate pauses the partition's fetching for a rotation, or ends that
+// pause: unlike the pauses for a reason, it is not shown, and what the
+// partition holds still counts toward the total.
+func (f *flow) setRotate(on bool) {
+	f.rotate = on
+	f.update()
+}
+
+// setRotating notes that a rotation is under way for the full partition
+// (on), so that the fetches it is given meanwhile do not hold back the
+// poll loop, or that it is over.
+func (f *flow) setRotating(on bool) {
+	f.rotating = on
 	f.update()
 }
 
@@ -322,31 +370,37 @@ func (f *flow) update() {
 		// under half of its bound, which drops nothing more.
 		f.fullStop = true
 	}
-	blocking := f.full && (f.fed >= 2 || f.last) && want == ""
+	blocking := f.full && (f.fed >= 2 || f.last) && !f.rotating && want == ""
 	if !blocking {
 		f.setBlocking(false)
 	}
-	if (want == "") != (f.paused == "") {
-		was := f.paused
-		f.paused = want
-		m := map[string][]int32{f.topic: {f.part}}
-		ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: want}
+	was := f.paused
+	f.paused = want // the reason may change while paused
+	if (want == "") != (was == "") {
 		if want != "" {
 			f.total.add(-f.records, -f.bytes, false)
-			f.cl.PauseFetchPartitions(m)
-			if f.hooks != nil {
-				f.hooks.PartitionPaused(ev)
-			}
 		} else {
 			f.total.add(f.records, f.bytes, false)
-			f.cl.ResumeFetchPartitions(m)
-			if f.hooks != nil {
-				ev.Reason = was
-				f.hooks.PartitionResumed(ev)
-			}
 		}
-	} else {
-		f.paused = want // the reason may change while paused
+		f.total.setPaused(want != "")
+	}
+	if off := want != "" || f.rotate; off != f.off {
+		f.off = off
+		m := map[string][]int32{f.topic: {f.part}}
+		if off {
+			f.cl.PauseFetchPartitions(m)
+		} else {
+			f.cl.ResumeFetchPartitions(m)
+		}
+	}
+	if (want == "") != (was == "") && f.hooks != nil {
+		ev := PauseEvent{PartitionEvent: PartitionEvent{f.topic, f.part}, Reason: want}
+		if want != "" {
+			f.hooks.PartitionPaused(ev)
+		} else {
+			ev.Reason = was
+			f.hooks.PartitionResumed(ev)
+		}
 	}
 	if blocking {
 		f.setBlocking(true)
@@ -377,6 +431,8 @@ func (f *flow) stop() {
 	f.setBlocking(false)
 	if f.paused == "" {
 		f.total.add(-f.records, -f.bytes, false)
+	} else {
+		f.total.setPaused(false)
 	}
 	f.stopped = true
 	f.records, f.bytes = 0, 0

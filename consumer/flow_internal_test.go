@@ -41,7 +41,7 @@ func TestFlowHoldBackUntilOthersDry(t *testing.T) {
 	if _, blocking := full.wantsStop(); !blocking || !over() || b.dry() {
 		t.Fatalf("held back: blocking %v, poll loop waits %v, dry %v; want true, true, false", blocking, over(), b.dry())
 	}
-	b.setOthers(true)
+	b.setAssigned(2)
 	if !over() {
 		t.Fatal("the poll loop polls while the other partition has records")
 	}
@@ -59,11 +59,19 @@ func TestFlowHoldBackUntilOthersDry(t *testing.T) {
 	if !<-woke || over() || !b.dry() {
 		t.Fatalf("the other partition has no records left: poll loop waits %v, dry %v; want false, true", over(), b.dry())
 	}
-	b.setOthers(false)
+	b.setAssigned(1)
 	if !over() || b.dry() {
 		t.Fatalf("the member's only partition: poll loop waits %v, dry %v; want true, false", over(), b.dry())
 	}
-	b.setOthers(true)
+	b.setAssigned(2)
+	other.setOperator(true)
+	if !over() || b.dry() || b.paused != 1 {
+		t.Fatalf("the other partition paused: poll loop waits %v, dry %v, paused %d; want true, false, 1", over(), b.dry(), b.paused)
+	}
+	other.setOperator(false)
+	if over() || !b.dry() || b.paused != 0 {
+		t.Fatalf("the other partition resumed: poll loop waits %v, dry %v, paused %d; want false, true, 0", over(), b.dry(), b.paused)
+	}
 	full.pauseFull()
 	if full.paused != PauseFull || full.blocking || b.full != 0 || b.blocked != 0 || b.records != 0 || over() {
 		t.Fatalf("paused: reason %q, blocking %v, budget full %d, blocked %d, records %d; want buffer-full, false, 0, 0, 0",

@@ -234,6 +234,26 @@ func (p *partition[K, V]) holdBack() {
 	p.mu.Unlock()
 }
 
+// rotatable, setRotate and setRotating: see the flow's methods and
+// pollRound.
+func (p *partition[K, V]) rotatable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flow.rotatable()
+}
+
+func (p *partition[K, V]) setRotate(on bool) {
+	p.mu.Lock()
+	p.flow.setRotate(on)
+	p.mu.Unlock()
+}
+
+func (p *partition[K, V]) setRotating(on bool) {
+	p.mu.Lock()
+	p.flow.setRotating(on)
+	p.mu.Unlock()
+}
+
 // take returns the queued records. They stay held until they are settled.
 func (p *partition[K, V]) take() []*kgo.Record {
 	p.mu.Lock()
