@@ -338,6 +338,9 @@ func (c *Consumer[K, V]) rotateFor(k tp, p *partition[K, V]) bool {
 		p.setRotating(false)
 		return false
 	}
+	if c.view.held(k.topic, k.partition) == 0 || !c.view.brokerHolds(k.topic, k.partition) {
+		return false // its broker's next fetch may be under way: a pause could drop what it brings
+	}
 	q, b := c.rotationPeer(k)
 	if q == nil {
 		c.log.Debug("a full partition is the last of its broker's fetch, and no other of that broker can go after it",
