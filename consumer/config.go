@@ -250,12 +250,13 @@ func (u Unwritable) String() string {
 // broker for one fetch, which takes it out of the broker's fetch session;
 // resumed, it comes back last, after the full partition, which is then
 // paused with nothing dropped. The full partition takes its part of up to
-// three more fetches meanwhile, and the other misses one or two. When that cannot
-// be done (no other partition of the broker flows, or the other had no
-// records to return), the consumer stops polling, leaving that last record
-// in the client, until the partition is back under half of its bound or the
-// member's other flowing partitions have no records left. In the second
-// case it tries again, or pauses the partition, dropping that one record,
+// three more fetches meanwhile, and the other misses one or two. When that
+// cannot be done (no other partition of the broker flows, the other had no
+// records to return, or another partition's rotation is under way), the
+// consumer stops polling, leaving that last record in the client, until the
+// partition is back under half of its bound or the member's other flowing
+// partitions have no records left. In the second case it tries again if it
+// could not start, or else pauses the partition, dropping that one record,
 // whose batch is fetched again on resume. (With several brokers, a
 // partition given two more fetches with no such poll is treated the same,
 // and what its broker's fetch brought it meanwhile is dropped.) So a full

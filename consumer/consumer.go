@@ -46,6 +46,7 @@ type Consumer[K, V any] struct {
 	wantPause map[tp]*partition[K, V]
 	round     uint64
 	rot       *rotation[K, V] // the rotation under way, if any (pollRound)
+	rotTried  map[tp]bool     // full partitions that had a rotation since they filled
 	flood     flood
 	attempts  attempts
 	tiers     *tiers // nil without retry topics
@@ -321,7 +322,9 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 		// Wait while the flowing partitions hold the total: the client
 		// keeps what it fetched meanwhile, nothing is dropped.
 		wait, cancel := c.pollContext(runCtx)
+		wait, rotated := c.rotationWait(wait)
 		if !c.budget.room(wait) {
+			rotated()
 			cancel()
 			if runCtx.Err() != nil {
 				c.cl.AllowRebalance()
@@ -362,6 +365,7 @@ func (c *Consumer[K, V]) Run(ctx context.Context) error {
 				}
 			}
 		})
+		rotated()
 		cancel()
 		if runCtx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
@@ -423,6 +427,7 @@ func newConsumer[K, V any](cfg Config[K, V], off bool, log *slog.Logger) *Consum
 		opPaused:   make(map[tp]bool),
 		opSkips:    make(map[tp]map[int64]bool),
 		wantPause:  make(map[tp]*partition[K, V]),
+		rotTried:   make(map[tp]bool),
 		wakeCh:     make(chan struct{}),
 		runDone:    make(chan struct{}),
 		built:      make(chan struct{}),

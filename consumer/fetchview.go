@@ -203,8 +203,6 @@ func (v *fetchView) brokerHolds(topic string, part int32) bool {
 // reason and owns the rotation. It returns the last poll's fetches.
 func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) kgo.Fetches {
 	c.round++
-	ctx, done := c.rotationWait(ctx)
-	defer done()
 	if len(c.wantPause) == 0 {
 		fs := c.cl.PollFetches(ctx)
 		each(fs)
@@ -218,11 +216,10 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 				if c.rotateFor(k, p) {
 					continue // it goes on, no longer holding back the poll loop
 				}
-				c.log.Debug("pausing a full partition whose record is the last of its broker's fetch: it is fetched again on resume",
+				c.log.Debug("pausing a full partition that holds back the poll loop: what the client holds of it is fetched again on resume",
 					"topic", k.topic, "partition", k.partition)
 				p.pauseFull()
-				delete(c.wantPause, k)
-				c.endRotation(k)
+				c.unwant(k)
 			}
 		}
 	}
@@ -248,12 +245,10 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 		held := c.view.held(k.topic, k.partition)
 		switch {
 		case !want: // under its bound, revoked, or paused for another reason
-			delete(c.wantPause, k)
-			c.endRotation(k)
+			c.unwant(k)
 		case held == 0 && c.view.brokerHolds(k.topic, k.partition): // drops nothing
 			p.pauseFull()
-			delete(c.wantPause, k)
-			c.endRotation(k)
+			c.unwant(k)
 		case held == 1 && last:
 			if c.rotateFor(k, p) {
 				continue // its broker's next fetches go out
@@ -296,10 +291,15 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 // end), and q misses one or two. When the fetch that lists q again leaves
 // the full partition last (q had no records to return), the rotation
 // failed: the full partition holds back the poll loop as before, until it
-// is back under half of its bound or the others have no records left. One
-// rotation is under way at a time, one each time a partition fills; when
-// none could be started, it is tried again once the others have no
-// records left. Only the poll goroutine reads or changes it.
+// is back under half of its bound or the others have no records left. A
+// rotation also fails when a partition moves to another broker, when two
+// fetches after q's resume did not let the full partition pause (several
+// brokers), or after rotationLimit. One rotation is under way at a time,
+// one each time a partition fills; when none could be started, it is tried
+// again once the others have no records left. Only the poll goroutine
+// reads or changes it. The broker of q is the one that last returned its
+// records: if its leader moved since and a fetch of it is under way
+// elsewhere, its pause drops what that fetch brings (fetched again).
 type rotation[K, V any] struct {
 	full    tp
 	p, q    *partition[K, V] // the full partition, and the one paused for a fetch
@@ -307,7 +307,7 @@ type rotation[K, V any] struct {
 	at      int64 // the broker's fetch responses read when q was paused
 	resumed int64 // ... when q was resumed; 0 before
 	qStat   *fetchStat
-	failed  bool
+	until   time.Time // it fails then (rotationLimit)
 }
 
 // qFed reports whether q got records in a fetch read after its resume.
@@ -325,17 +325,15 @@ func (c *Consumer[K, V]) rotateFor(k tp, p *partition[K, V]) bool {
 			c.endRotation(k) // of a partition revoked since
 			return c.rotateFor(k, p)
 		}
-		if r.failed {
-			return false
-		}
 		if n := c.view.fetched(r.broker); r.resumed == 0 || n <= r.resumed || n == r.resumed+1 && !r.qFed() {
 			// Under way: the fetch that lists q again is not read yet
 			// (one read after the resume may have been sent before it).
 			return true
 		}
-		r.failed = true // the fetch listing q again did not put it last
-		c.log.Debug("a full partition is still the last of its broker's fetch after a rotation", "topic", k.topic, "partition", k.partition)
-		p.setRotating(false)
+		c.failRotation("the full partition is still the last of its broker's fetch")
+		return false
+	}
+	if c.rotTried[k] {
 		return false
 	}
 	if c.view.held(k.topic, k.partition) == 0 || !c.view.brokerHolds(k.topic, k.partition) {
@@ -349,8 +347,21 @@ func (c *Consumer[K, V]) rotateFor(k tp, p *partition[K, V]) bool {
 	}
 	q.setRotate(true)
 	p.setRotating(true)
-	c.rot = &rotation[K, V]{full: k, p: p, q: q, broker: b, at: c.view.fetched(b), qStat: c.view.stat(q.topic, q.part)}
+	c.rotTried[k] = true
+	c.rot = &rotation[K, V]{full: k, p: p, q: q, broker: b, at: c.view.fetched(b), qStat: c.view.stat(q.topic, q.part),
+		until: time.Now().Add(rotationLimit)}
 	return true
+}
+
+// rotationLimit bounds a rotation: a few fetches take far less.
+const rotationLimit = 10 * time.Second
+
+// failRotation ends the rotation under way without its pause: q flows
+// again, and the full partition holds back the poll loop as before.
+func (c *Consumer[K, V]) failRotation(why string) {
+	r := c.rot
+	c.log.Debug("a rotation failed: "+why, "topic", r.full.topic, "partition", r.full.partition)
+	c.endRotation(r.full)
 }
 
 // rotationPeer returns a partition of the broker of the full partition at
@@ -399,7 +410,7 @@ func (c *Consumer[K, V]) rotationWait(ctx context.Context) (_ context.Context, d
 	if r == nil || r.resumed != 0 {
 		return ctx, func() {}
 	}
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithDeadline(ctx, r.until)
 	c.view.watch.Store(&fetchWatch{broker: r.broker, stop: cancel})
 	if c.view.fetched(r.broker) > r.at {
 		cancel() // read before the watch was set
@@ -415,13 +426,37 @@ func (c *Consumer[K, V]) rotationWait(ctx context.Context) (_ context.Context, d
 // the fetch session.
 func (c *Consumer[K, V]) advanceRotation() {
 	r := c.rot
-	if r == nil || r.resumed != 0 {
+	if r == nil {
 		return
 	}
-	if n := c.view.fetched(r.broker); n > r.at {
+	n := c.view.fetched(r.broker)
+	switch {
+	case time.Now().After(r.until):
+		c.failRotation("it took too long")
+		return
+	case c.view.stat(r.full.topic, r.full.partition).broker.Load() != r.broker || r.qStat.broker.Load() != r.broker:
+		c.failRotation("a partition moved to another broker")
+		return
+	case r.resumed != 0 && n >= r.resumed+2:
+		// Two fetches after q's resume did not see the full partition
+		// paused (with several brokers, the last record the client
+		// holds may be another broker's).
+		c.failRotation("the fetch that lists the other partition again did not let it pause")
+		return
+	}
+	if r.resumed == 0 && n > r.at {
 		r.q.setRotate(false)
 		r.resumed = n
 	}
+}
+
+// unwant drops the full partition at k from those the poll goroutine
+// pauses: it is paused, or no longer wants it. Its rotation ends, and it
+// may have another when it fills again.
+func (c *Consumer[K, V]) unwant(k tp) {
+	delete(c.wantPause, k)
+	delete(c.rotTried, k)
+	c.endRotation(k)
 }
 
 // endRotation ends the rotation of the full partition at k, if any.

@@ -35,8 +35,10 @@ import (
 //     such poll (several brokers), the poll loop waits (leaving that record
 //     in the client) until it is back under half of its bound, or until the
 //     member's other flowing partitions have no records left: then it tries
-//     a rotation again, or else is paused, and what the client holds of it
-//     (the one record) is dropped and fetched again on resume. A partition
+//     a rotation if none could start before, or else is paused, and what
+//     the client holds of it (the one record) is dropped and fetched again
+//     on resume. A partition in a rotation counts as holding back the poll
+//     loop in that last test. A partition
 //     that no other flowing partition waits for (the member's only one, or
 //     the others paused) never drops a record. A partition paused while
 //     full, for any reason, stays paused until back under half of its
@@ -151,6 +153,15 @@ func (b *budget) add(n int, sz int64, blocking bool) {
 	b.mu.Unlock()
 }
 
+// addBlocked counts n more records (negative: fewer) of the flowing
+// partitions as blocked: those of a partition in a rotation.
+func (b *budget) addBlocked(n int) {
+	b.mu.Lock()
+	b.blocked += n
+	b.wakeLocked()
+	b.mu.Unlock()
+}
+
 // setFull counts a flowing partition that holds its own bound and holds
 // back the poll loop (on), with the n records it holds, or one that no
 // longer does.
@@ -236,7 +247,7 @@ func (f *flow) hold(recs []*kgo.Record, round uint64) {
 		f.fed++
 	}
 	if f.paused == "" {
-		f.total.add(len(recs), sz, f.blocking)
+		f.total.add(len(recs), sz, f.blocking || f.rotating)
 	}
 	was := f.full
 	f.update()
@@ -291,10 +302,21 @@ func (f *flow) setRotate(on bool) {
 
 // setRotating notes that a rotation is under way for the full partition
 // (on), so that the fetches it is given meanwhile do not hold back the
-// poll loop, or that it is over.
+// poll loop, or that it is over. Its records count as blocked meanwhile,
+// as those of a full partition that holds back the poll loop: the others
+// run dry without them (budget.dryLocked).
 func (f *flow) setRotating(on bool) {
+	if f.stopped || on == f.rotating {
+		return
+	}
+	if !on && f.paused == "" {
+		f.total.addBlocked(-f.records)
+	}
 	f.rotating = on
-	f.update()
+	f.update() // blocking ends (on) or may begin (off)
+	if on && f.paused == "" {
+		f.total.addBlocked(f.records)
+	}
 }
 
 // release gives back n records of sz bytes that are no longer held.
@@ -305,7 +327,7 @@ func (f *flow) release(n int, sz int64) {
 	f.records -= n
 	f.bytes -= sz
 	if f.paused == "" {
-		f.total.add(-n, -sz, f.blocking)
+		f.total.add(-n, -sz, f.blocking || f.rotating)
 	}
 	f.update()
 }
@@ -378,9 +400,9 @@ func (f *flow) update() {
 	f.paused = want // the reason may change while paused
 	if (want == "") != (was == "") {
 		if want != "" {
-			f.total.add(-f.records, -f.bytes, false)
+			f.total.add(-f.records, -f.bytes, f.rotating)
 		} else {
-			f.total.add(f.records, f.bytes, false)
+			f.total.add(f.records, f.bytes, f.rotating)
 		}
 		f.total.setPaused(want != "")
 	}
@@ -428,9 +450,12 @@ func (f *flow) setBlocking(on bool) {
 // is gone, and what it held is dropped (unsettled records are fetched again
 // by the next owner). Fetching is resumed by the consumer after a revoke.
 func (f *flow) stop() {
+	if f.stopped {
+		return
+	}
 	f.setBlocking(false)
 	if f.paused == "" {
-		f.total.add(-f.records, -f.bytes, false)
+		f.total.add(-f.records, -f.bytes, f.rotating)
 	} else {
 		f.total.setPaused(false)
 	}

@@ -95,3 +95,69 @@ func TestFlowHoldBackUntilOthersDry(t *testing.T) {
 		t.Fatalf("paused by the operator while full, then resumed: %q; want buffer-full", full.paused)
 	}
 }
+
+// TestFlowRotatingCountsAsBlocked: a full partition in a rotation does not
+// hold back the poll loop, and its records count as blocked, so that
+// another full partition that holds back the poll loop meanwhile is let go
+// once the flowing partitions have no records left; the counts come back
+// when the rotation ends, and when a partition in one is paused or stops.
+// (Before: the rotating partition's records kept the others from running
+// dry, and the poll loop waited with the rotation's other partition
+// paused.)
+func TestFlowRotatingCountsAsBlocked(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	b := &budget{maxRecords: 1000, maxBytes: 1 << 30}
+	lim := BufferLimits{PartitionRecords: 10, PartitionBytes: 1 << 30}
+	mk := func(p int32) *flow { return &flow{topic: "t", part: p, cl: cl, total: b, lim: lim} }
+	rot, held, other := mk(0), mk(1), mk(2)
+	b.setAssigned(3)
+	recs := func(n int) []*kgo.Record {
+		rs := make([]*kgo.Record, n)
+		for i := range rs {
+			rs[i] = &kgo.Record{}
+		}
+		return rs
+	}
+	rot.hold(recs(10), 1)
+	held.hold(recs(10), 1)
+	rot.setRotating(true)
+	if rot.blocking || b.blocked != 10 || b.full != 0 {
+		t.Fatalf("rotating: blocking %v, budget blocked %d, full %d; want false, 10, 0", rot.blocking, b.blocked, b.full)
+	}
+	held.holdBack()
+	if !held.blocking || b.blocked != 20 || b.records != 20 || !b.dry() {
+		t.Fatalf("another held back: blocking %v, budget blocked %d of %d, dry %v; want true, 20 of 20, true", held.blocking, b.blocked, b.records, b.dry())
+	}
+	other.hold(recs(3), 2)
+	if b.dry() {
+		t.Fatal("dry while the other flowing partition has records")
+	}
+	other.release(3, 0)
+	rot.hold(recs(2), 2) // fetches in a rotation count as blocked too
+	rot.release(1, 0)
+	if b.blocked != 21 || b.records != 21 || !b.dry() {
+		t.Fatalf("budget blocked %d of %d, dry %v; want 21 of 21, true", b.blocked, b.records, b.dry())
+	}
+	rot.pauseFull()
+	if rot.paused != PauseFull || b.blocked != 10 || b.records != 10 {
+		t.Fatalf("rotating, then paused: %q, budget blocked %d of %d; want buffer-full, 10 of 10", rot.paused, b.blocked, b.records)
+	}
+	rot.setRotating(false)
+	if b.blocked != 10 || b.records != 10 || b.paused != 1 {
+		t.Fatalf("rotation ended while paused: budget blocked %d of %d, paused %d; want 10 of 10, 1", b.blocked, b.records, b.paused)
+	}
+	held.setRotating(true)
+	if held.blocking || b.full != 0 || b.blocked != 10 {
+		t.Fatalf("a held-back partition in a rotation: blocking %v, full %d, blocked %d; want false, 0, 10", held.blocking, b.full, b.blocked)
+	}
+	held.stop()
+	rot.stop()
+	held.stop() // twice: no change
+	if b.blocked != 0 || b.records != 0 || b.paused != 0 || b.full != 0 {
+		t.Fatalf("stopped: budget blocked %d, records %d, paused %d, full %d; want all 0", b.blocked, b.records, b.paused, b.full)
+	}
+}
