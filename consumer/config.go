@@ -251,8 +251,10 @@ func (u Unwritable) String() string {
 // resumed, it comes back last, after the full partition, which is then
 // paused with nothing dropped. The full partition takes its part of up to
 // three more fetches meanwhile, and the other misses one or two. When that
-// cannot be done (no other partition of the broker flows, the other had no
-// records to return, or another partition's rotation is under way), the
+// cannot be done or fails (no other partition of the broker flows, the
+// other had no records to return, another partition's rotation is under
+// way, a partition moved to another broker, the full one was given four
+// fetches without a pause, or 10 s passed), the
 // consumer stops polling, leaving that last record in the client, until the
 // partition is back under half of its bound or the member's other flowing
 // partitions have no records left. In the second case it tries again if it

@@ -127,9 +127,10 @@
 // drops nothing by it, while the others keep flowing; when its records are
 // the last of its broker's fetch, another partition of that broker is first
 // moved after it in the broker's fetch session. When that fails, it holds
-// back the poll loop until the member's other flowing partitions have no
-// records left and is then paused with its one record in the client, whose
-// batch is fetched again; a paused partition (stuck on
+// back the poll loop until it is back under half of its bound, or until
+// the member's other flowing partitions have no records left: then it is
+// paused with its one record in the client, whose batch is fetched again
+// (unless a rotation can start then); a paused partition (stuck on
 // a record, full, or paused by an operator) leaves the total. Each poll takes all the client has fetched, so
 // the bounds are exceeded by at most one fetch per broker (see
 // [BufferLimits]).

@@ -257,6 +257,7 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 			hold = true
 		}
 	}
+	c.rotationFed()
 	if hold {
 		return fs // its broker's next fetch waits for the last record
 	}
@@ -292,9 +293,9 @@ func (c *Consumer[K, V]) pollRound(ctx context.Context, each func(kgo.Fetches)) 
 // the full partition last (q had no records to return), the rotation
 // failed: the full partition holds back the poll loop as before, until it
 // is back under half of its bound or the others have no records left. A
-// rotation also fails when a partition moves to another broker, when two
-// fetches after q's resume did not let the full partition pause (several
-// brokers), or after rotationLimit. One rotation is under way at a time,
+// rotation also fails when a partition moves to another broker, when the
+// full partition was given four fetches without a pause (several brokers:
+// rotationFed), or after rotationLimit. One rotation is under way at a time,
 // one each time a partition fills; when none could be started, it is tried
 // again once the others have no records left. Only the poll goroutine
 // reads or changes it. The broker of q is the one that last returned its
@@ -308,6 +309,7 @@ type rotation[K, V any] struct {
 	resumed int64 // ... when q was resumed; 0 before
 	qStat   *fetchStat
 	until   time.Time // it fails then (rotationLimit)
+	fed0    int       // the full partition's feeds when it began (rotationFed)
 }
 
 // qFed reports whether q got records in a fetch read after its resume.
@@ -349,7 +351,7 @@ func (c *Consumer[K, V]) rotateFor(k tp, p *partition[K, V]) bool {
 	p.setRotating(true)
 	c.rotTried[k] = true
 	c.rot = &rotation[K, V]{full: k, p: p, q: q, broker: b, at: c.view.fetched(b), qStat: c.view.stat(q.topic, q.part),
-		until: time.Now().Add(rotationLimit)}
+		until: time.Now().Add(rotationLimit), fed0: p.feeds()}
 	return true
 }
 
@@ -429,7 +431,6 @@ func (c *Consumer[K, V]) advanceRotation() {
 	if r == nil {
 		return
 	}
-	n := c.view.fetched(r.broker)
 	switch {
 	case time.Now().After(r.until):
 		c.failRotation("it took too long")
@@ -437,16 +438,24 @@ func (c *Consumer[K, V]) advanceRotation() {
 	case c.view.stat(r.full.topic, r.full.partition).broker.Load() != r.broker || r.qStat.broker.Load() != r.broker:
 		c.failRotation("a partition moved to another broker")
 		return
-	case r.resumed != 0 && n >= r.resumed+2:
-		// Two fetches after q's resume did not see the full partition
-		// paused (with several brokers, the last record the client
-		// holds may be another broker's).
-		c.failRotation("the fetch that lists the other partition again did not let it pause")
-		return
 	}
-	if r.resumed == 0 && n > r.at {
+	if n := c.view.fetched(r.broker); r.resumed == 0 && n > r.at {
 		r.q.setRotate(false)
 		r.resumed = n
+	}
+}
+
+// rotationFed fails the rotation under way when its full partition was
+// given records in four poll rounds since it began and is still not
+// paused: the rest of the fetch it was last of, the fetch without q, one
+// more sent before q's resume and the fetch that lists q again are all it
+// needs (with several brokers, the last record the client holds may be
+// another broker's, and no round pauses it). It runs after a round's
+// polls, which alone feed a partition: a fetch read but not yet polled
+// does not count.
+func (c *Consumer[K, V]) rotationFed() {
+	if r := c.rot; r != nil && r.p.feeds()-r.fed0 >= 4 {
+		c.failRotation("it was given four fetches without a pause")
 	}
 }
 

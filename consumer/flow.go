@@ -37,8 +37,9 @@ import (
 //     member's other flowing partitions have no records left: then it tries
 //     a rotation if none could start before, or else is paused, and what
 //     the client holds of it (the one record) is dropped and fetched again
-//     on resume. A partition in a rotation counts as holding back the poll
-//     loop in that last test. A partition
+//     on resume. The records of a partition in a rotation count as held
+//     back in that last test (the partition itself still counts as
+//     flowing). A partition
 //     that no other flowing partition waits for (the member's only one, or
 //     the others paused) never drops a record. A partition paused while
 //     full, for any reason, stays paused until back under half of its
@@ -309,14 +310,17 @@ func (f *flow) setRotating(on bool) {
 	if f.stopped || on == f.rotating {
 		return
 	}
-	if !on && f.paused == "" {
-		f.total.addBlocked(-f.records)
+	if f.paused == "" {
+		// Count its records as blocked (or no longer) before update
+		// moves them: it ends its blocking (on), or may begin it.
+		if on {
+			f.total.addBlocked(f.records)
+		} else {
+			f.total.addBlocked(-f.records)
+		}
 	}
 	f.rotating = on
-	f.update() // blocking ends (on) or may begin (off)
-	if on && f.paused == "" {
-		f.total.addBlocked(f.records)
-	}
+	f.update()
 }
 
 // release gives back n records of sz bytes that are no longer held.

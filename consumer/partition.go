@@ -248,6 +248,13 @@ func (p *partition[K, V]) setRotate(on bool) {
 	p.mu.Unlock()
 }
 
+// feeds returns the poll rounds that gave the full partition records.
+func (p *partition[K, V]) feeds() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flow.fed
+}
+
 func (p *partition[K, V]) setRotating(on bool) {
 	p.mu.Lock()
 	p.flow.setRotating(on)
