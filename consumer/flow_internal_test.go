@@ -15,21 +15,8 @@ import (
 // partition never drops its record. A partition paused while full, for any reason,
 // stays paused until back under half of its bound.
 func TestFlowHoldBackUntilOthersDry(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	b := &budget{maxRecords: 1000, maxBytes: 1 << 30}
-	lim := BufferLimits{PartitionRecords: 10, PartitionBytes: 1 << 30}
-	full, other := &flow{topic: "t", part: 0, cl: cl, total: b, lim: lim}, &flow{topic: "t", part: 1, cl: cl, total: b, lim: lim}
-	recs := func(n int) []*kgo.Record {
-		rs := make([]*kgo.Record, n)
-		for i := range rs {
-			rs[i] = &kgo.Record{}
-		}
-		return rs
-	}
+	b, mk := flowKit(t)
+	full, other := mk(0), mk(1)
 	over := func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.overLocked() }
 
 	other.hold(recs(5), 1)
@@ -105,23 +92,9 @@ func TestFlowHoldBackUntilOthersDry(t *testing.T) {
 // dry, and the poll loop waited with the rotation's other partition
 // paused.)
 func TestFlowRotatingCountsAsBlocked(t *testing.T) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	b := &budget{maxRecords: 1000, maxBytes: 1 << 30}
-	lim := BufferLimits{PartitionRecords: 10, PartitionBytes: 1 << 30}
-	mk := func(p int32) *flow { return &flow{topic: "t", part: p, cl: cl, total: b, lim: lim} }
+	b, mk := flowKit(t)
 	rot, held, other := mk(0), mk(1), mk(2)
 	b.setAssigned(3)
-	recs := func(n int) []*kgo.Record {
-		rs := make([]*kgo.Record, n)
-		for i := range rs {
-			rs[i] = &kgo.Record{}
-		}
-		return rs
-	}
 	rot.hold(recs(10), 1)
 	held.hold(recs(10), 1)
 	rot.setRotating(true)
@@ -160,4 +133,26 @@ func TestFlowRotatingCountsAsBlocked(t *testing.T) {
 	if b.blocked != 0 || b.records != 0 || b.paused != 0 || b.full != 0 {
 		t.Fatalf("stopped: budget blocked %d, records %d, paused %d, full %d; want all 0", b.blocked, b.records, b.paused, b.full)
 	}
+}
+
+// flowKit returns a budget and a maker of flows of topic "t" on it, each
+// bounded at 10 records, with a client that reaches no broker.
+func flowKit(t *testing.T) (*budget, func(part int32) *flow) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	b := &budget{maxRecords: 1000, maxBytes: 1 << 30}
+	lim := BufferLimits{PartitionRecords: 10, PartitionBytes: 1 << 30}
+	return b, func(p int32) *flow { return &flow{topic: "t", part: p, cl: cl, total: b, lim: lim} }
+}
+
+// recs returns n empty records.
+func recs(n int) []*kgo.Record {
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{}
+	}
+	return rs
 }
