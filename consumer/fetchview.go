@@ -67,29 +67,7 @@ func (v *fetchView) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _
 const fetchKey = 1
 
 func (v *fetchView) fetchCount(broker int32) *atomic.Int64 {
-	if m := v.fetches.Load(); m != nil {
-		if n := (*m)[broker]; n != nil {
-			return n
-		}
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	old := v.fetches.Load()
-	if old != nil {
-		if n := (*old)[broker]; n != nil {
-			return n
-		}
-	}
-	m := make(map[int32]*atomic.Int64)
-	if old != nil {
-		for k, n := range *old {
-			m[k] = n
-		}
-	}
-	n := new(atomic.Int64)
-	m[broker] = n
-	v.fetches.Store(&m)
-	return n
+	return loadOrAdd(&v.mu, &v.fetches, broker, func() *atomic.Int64 { return new(atomic.Int64) })
 }
 
 // fetched returns the fetch responses read from broker.
@@ -113,25 +91,35 @@ func (v *fetchView) stat(topic string, part int32) *fetchStat {
 }
 
 func (v *fetchView) add(topic string, part int32) *fetchStat {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	old := v.parts.Load()
-	if old != nil {
-		if s := (*old)[tp{topic, part}]; s != nil {
-			return s
+	return loadOrAdd(&v.mu, &v.parts, tp{topic, part}, func() *fetchStat { return &fetchStat{topic: topic, part: part} })
+}
+
+// loadOrAdd returns the value of k in the copy-on-write map at p, adding
+// one made by mk (under mu) when it has none: readers load the map without
+// a lock.
+func loadOrAdd[K comparable, V any](mu *sync.Mutex, p *atomic.Pointer[map[K]*V], k K, mk func() *V) *V {
+	if m := p.Load(); m != nil {
+		if x := (*m)[k]; x != nil {
+			return x
 		}
 	}
-	m := make(map[tp]*fetchStat, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	old := p.Load()
+	m := make(map[K]*V, 1)
 	if old != nil {
-		m = make(map[tp]*fetchStat, len(*old)+1)
-		for k, s := range *old {
-			m[k] = s
+		if x := (*old)[k]; x != nil {
+			return x
+		}
+		m = make(map[K]*V, len(*old)+1)
+		for k, x := range *old {
+			m[k] = x
 		}
 	}
-	s := &fetchStat{topic: topic, part: part}
-	m[tp{topic, part}] = s
-	v.parts.Store(&m)
-	return s
+	x := mk()
+	m[k] = x
+	p.Store(&m)
+	return x
 }
 
 // OnFetchBatchRead notes the partition's broker; it runs before the

@@ -39,11 +39,10 @@ import (
 //     the client holds of it (the one record) is dropped and fetched again
 //     on resume. The records of a partition in a rotation count as held
 //     back in that last test (the partition itself still counts as
-//     flowing). A partition
-//     that no other flowing partition waits for (the member's only one, or
-//     the others paused) never drops a record. A partition paused while
-//     full, for any reason, stays paused until back under half of its
-//     bound.
+//     flowing). A partition that no other flowing partition waits for (the
+//     member's only one, or the others paused) never drops a record. A
+//     partition paused while full, for any reason, stays paused until back
+//     under half of its bound.
 //   - When all flowing partitions together hold the total, the poll loop
 //     waits until a quarter of it is free.
 //   - A partition paused (stuck on a record: retrying it, waiting for its
